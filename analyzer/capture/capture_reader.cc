@@ -1,0 +1,219 @@
+#include "capture/capture_reader.h"
+
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <zstd.h>
+
+#include <cerrno>
+#include <cstring>
+
+namespace heapsnap::capture {
+namespace {
+
+constexpr uint32_t kSkippableMagic = 0x184D2A5E;
+constexpr uint32_t kZstdMagic = 0xFD2FB528;
+constexpr size_t kHeaderSize = 24;
+
+uint32_t le32(const uint8_t *p) {
+  uint32_t v;
+  memcpy(&v, p, 4);
+  return v;
+}
+uint16_t le16(const uint8_t *p) {
+  uint16_t v;
+  memcpy(&v, p, 2);
+  return v;
+}
+
+// Reads a varint at p (at most 10 bytes, not past end). Returns bytes used, 0 if malformed.
+size_t read_varint(const uint8_t *p, const uint8_t *end, uint64_t *out) {
+  uint64_t v = 0;
+  for (size_t i = 0; i < 10 && p + i < end; ++i) {
+    v |= uint64_t(p[i] & 0x7f) << (7 * i);
+    if (!(p[i] & 0x80)) {
+      *out = v;
+      return i + 1;
+    }
+  }
+  return 0;
+}
+
+std::string hex_offset(uint64_t off) {
+  char b[32];
+  snprintf(b, sizeof(b), "0x%llx", static_cast<unsigned long long>(off));
+  return b;
+}
+
+}  // namespace
+
+CaptureReader::~CaptureReader() {
+  if (map_) munmap(const_cast<uint8_t *>(map_), size_);
+  if (dctx_) ZSTD_freeDCtx(static_cast<ZSTD_DCtx *>(dctx_));
+}
+
+void CaptureReader::problem(uint64_t offset, std::string what) {
+  problems_.push_back({offset, std::move(what)});
+}
+
+std::unique_ptr<CaptureReader> CaptureReader::open(const std::string &path, std::string *error) {
+  std::unique_ptr<CaptureReader> r(new CaptureReader());
+  r->path_ = path;
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) {
+    *error = path + ": " + strerror(errno);
+    return nullptr;
+  }
+  struct stat st;
+  if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+    *error = path + ": not a regular file";
+    close(fd);
+    return nullptr;
+  }
+  r->size_ = uint64_t(st.st_size);
+  if (r->size_ < kHeaderSize) {
+    close(fd);
+    *error = path + ": " + std::to_string(r->size_) +
+             " bytes is too short for a heapsnap capture (header is 24 bytes)";
+    return nullptr;
+  }
+  void *m = mmap(nullptr, r->size_, PROT_READ, MAP_PRIVATE, fd, 0);
+  close(fd);
+  if (m == MAP_FAILED) {
+    *error = path + ": mmap: " + strerror(errno);
+    return nullptr;
+  }
+  madvise(m, r->size_, MADV_SEQUENTIAL);
+  r->map_ = static_cast<const uint8_t *>(m);
+  const uint8_t *h = r->map_;
+  if (le32(h) != kSkippableMagic || le32(h + 4) != 16 || memcmp(h + 8, "HEAPSNAP", 8) != 0) {
+    *error = path + ": offset 0x0: not a heapsnap capture (bad magic)";
+    return nullptr;
+  }
+  r->major_ = le16(h + 16);
+  r->minor_ = le16(h + 18);
+  if (r->major_ > kReaderMajor) {
+    *error = path + ": capture format " + std::to_string(r->major_) + "." +
+             std::to_string(r->minor_) + " is newer than this heapsnap reads (" +
+             std::to_string(kReaderMajor) + ".x): upgrade heapsnap";
+    return nullptr;
+  }
+  r->body_offset_ = kHeaderSize;
+  r->dctx_ = ZSTD_createDCtx();
+  return r;
+}
+
+bool CaptureReader::parse_frame(const uint8_t *data, size_t n, uint64_t frame_offset,
+                                const RecordFn &fn, bool *stop) {
+  const uint8_t *p = data, *end = data + n;
+  wire::Record rec;
+  while (p < end) {
+    uint64_t len = 0;
+    size_t used = read_varint(p, end, &len);
+    uint64_t at = uint64_t(p - data);
+    if (!used || len > uint64_t(end - p - used)) {
+      problem(frame_offset, "frame at " + hex_offset(frame_offset) + ": record at byte " +
+                                std::to_string(at) + " of the frame has a bad length; rest of frame skipped");
+      return false;
+    }
+    p += used;
+    if (!rec.ParseFromArray(p, int(len))) {
+      problem(frame_offset, "frame at " + hex_offset(frame_offset) + ": record at byte " +
+                                std::to_string(at) + " does not parse; skipped");
+    } else {
+      ++records_;
+      if (!fn(rec, RecordPos{frame_offset, at})) {
+        *stop = true;
+        return true;
+      }
+    }
+    p += len;
+  }
+  return true;
+}
+
+bool CaptureReader::for_each_record(const RecordFn &fn) {
+  auto *dctx = static_cast<ZSTD_DCtx *>(dctx_);
+  uint64_t off = body_offset_;
+  while (off < size_) {
+    const uint8_t *p = map_ + off;
+    size_t avail = size_t(size_ - off);
+    if (progress_) progress_(off, size_);
+    size_t fsize = ZSTD_findFrameCompressedSize(p, avail);
+    if (ZSTD_isError(fsize)) {
+      // Either the file ends inside this frame, or the frame is damaged. A frame whose header
+      // parses and that runs past the end of the file is a cut; anything else is damage.
+      bool starts_like_frame = avail >= 4 && le32(p) == kZstdMagic;
+      if (starts_like_frame && ZSTD_getFrameContentSize(p, avail) != ZSTD_CONTENTSIZE_ERROR) {
+        // Look for another frame start after this one: if none, this is the cut-off tail.
+        const uint8_t *next = nullptr;
+        for (size_t i = 4; i + 4 <= avail; ++i)
+          if (le32(p + i) == kZstdMagic && !ZSTD_isError(ZSTD_findFrameCompressedSize(p + i, avail - i))) {
+            next = p + i;
+            break;
+          }
+        if (!next) {
+          truncated_ = true;
+          skipped_ += avail;
+          problem(off, "file ends inside the frame at " + hex_offset(off) + " (" +
+                           std::to_string(avail) + " bytes lost): the capture was cut off");
+          break;
+        }
+        skipped_ += uint64_t(next - p);
+        problem(off, "damaged frame at " + hex_offset(off) + ": skipped " +
+                         std::to_string(next - p) + " bytes");
+        off += uint64_t(next - p);
+        continue;
+      }
+      // Not a frame start: resynchronise on the next zstd magic.
+      const uint8_t *next = nullptr;
+      for (size_t i = 1; i + 4 <= avail; ++i)
+        if (le32(p + i) == kZstdMagic) { next = p + i; break; }
+      size_t skip = next ? size_t(next - p) : avail;
+      skipped_ += skip;
+      problem(off, "unreadable bytes at " + hex_offset(off) + ": skipped " + std::to_string(skip));
+      if (!next) {
+        truncated_ = true;
+        break;
+      }
+      off += skip;
+      continue;
+    }
+    if (le32(p) != kZstdMagic) {
+      // A skippable frame (ours or anyone's): nothing to read in it.
+      off += fsize;
+      continue;
+    }
+    unsigned long long content = ZSTD_getFrameContentSize(p, fsize);
+    if (content == ZSTD_CONTENTSIZE_UNKNOWN || content == ZSTD_CONTENTSIZE_ERROR ||
+        content > kMaxFrameBytes) {
+      skipped_ += fsize;
+      problem(off, "frame at " + hex_offset(off) + " declares " +
+                       (content > kMaxFrameBytes && content != ZSTD_CONTENTSIZE_UNKNOWN &&
+                                content != ZSTD_CONTENTSIZE_ERROR
+                            ? std::to_string(content) + " bytes (limit " + std::to_string(kMaxFrameBytes) + ")"
+                            : std::string("no valid size")) + "; skipped");
+      off += fsize;
+      continue;
+    }
+    if (frame_buf_.size() < content) frame_buf_.resize(size_t(content));
+    size_t got = ZSTD_decompressDCtx(dctx, frame_buf_.data(), size_t(content), p, fsize);
+    if (ZSTD_isError(got) || got != content) {
+      skipped_ += fsize;
+      problem(off, "frame at " + hex_offset(off) + " does not decompress (" +
+                       (ZSTD_isError(got) ? ZSTD_getErrorName(got) : "size mismatch") + "); skipped");
+      off += fsize;
+      continue;
+    }
+    ++frames_;
+    bool stop = false;
+    parse_frame(frame_buf_.data(), got, off, fn, &stop);
+    if (stop) return true;
+    off += fsize;
+  }
+  if (progress_) progress_(size_, size_);
+  return true;
+}
+
+}  // namespace heapsnap::capture

@@ -1,0 +1,77 @@
+// Streaming reader of a capture file: header, then zstd frames of length-delimited records.
+//
+// Every byte is untrusted: lengths are bounded before anything is allocated, a damaged frame is
+// skipped (the reader resynchronises on the next zstd frame magic) and reported with its file
+// offset, and a file cut off mid-frame yields every record before the cut.
+#pragma once
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "heapsnap.pb.h"
+
+namespace heapsnap::capture {
+
+inline constexpr uint16_t kReaderMajor = 1;
+inline constexpr uint16_t kReaderMinor = 0;
+// A frame's decompressed size above this is treated as damage (the writer cuts at 8 MiB).
+inline constexpr uint64_t kMaxFrameBytes = 256ull << 20;
+
+struct Problem {
+  uint64_t offset;       // file offset the problem was found at
+  std::string what;
+};
+
+struct RecordPos {
+  uint64_t frame_offset;  // file offset of the zstd frame holding the record
+  uint64_t offset_in_frame;
+};
+
+class CaptureReader {
+ public:
+  ~CaptureReader();
+  // Opens and checks the header. On failure returns nullptr and sets *error (with the offset).
+  static std::unique_ptr<CaptureReader> open(const std::string &path, std::string *error);
+
+  using RecordFn = std::function<bool(const wire::Record &, const RecordPos &)>;
+  // Calls fn for every record in file order; fn returns false to stop early.
+  // Returns false only if reading stopped on an unrecoverable problem (see problems()).
+  bool for_each_record(const RecordFn &fn);
+
+  uint16_t major() const { return major_; }
+  uint16_t minor() const { return minor_; }
+  uint64_t file_size() const { return size_; }
+  const std::string &path() const { return path_; }
+  // The file ends inside a frame (the process was killed or the disk filled up).
+  bool truncated() const { return truncated_; }
+  uint64_t bytes_skipped() const { return skipped_; }
+  const std::vector<Problem> &problems() const { return problems_; }
+  uint64_t frames_read() const { return frames_; }
+  uint64_t records_read() const { return records_; }
+
+  // Progress callback (bytes consumed so far), called about once per frame.
+  void set_progress(std::function<void(uint64_t done, uint64_t total)> fn) { progress_ = std::move(fn); }
+
+ private:
+  CaptureReader() = default;
+  bool parse_frame(const uint8_t *data, size_t n, uint64_t frame_offset, const RecordFn &fn,
+                   bool *stop);
+  void problem(uint64_t offset, std::string what);
+
+  std::string path_;
+  const uint8_t *map_ = nullptr;
+  uint64_t size_ = 0;
+  uint16_t major_ = 0, minor_ = 0;
+  uint64_t body_offset_ = 0;
+  bool truncated_ = false;
+  uint64_t skipped_ = 0;
+  uint64_t frames_ = 0, records_ = 0;
+  std::vector<Problem> problems_;
+  std::vector<uint8_t> frame_buf_;
+  void *dctx_ = nullptr;
+  std::function<void(uint64_t, uint64_t)> progress_;
+};
+
+}  // namespace heapsnap::capture

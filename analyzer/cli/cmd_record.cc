@@ -1,0 +1,226 @@
+// heapsnap record [options] -- program args...: runs the program with the shim preloaded.
+#include <fcntl.h>
+#include <libgen.h>
+#include <signal.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "cli/commands.h"
+#include "cli/format.h"
+
+namespace heapsnap::cli {
+namespace {
+
+struct Options {
+  std::string output;
+  std::string sample_bytes;
+  int stack_depth = 64;
+  bool no_follow = false;
+  std::string fork_mode = "follow";
+  bool force = false;
+  bool quiet = false;
+  std::vector<std::string> command;
+};
+
+std::string self_dir() {
+  char buf[4096];
+  ssize_t n = readlink("/proc/self/exe", buf, sizeof(buf) - 1);
+  if (n <= 0) return ".";
+  buf[n] = 0;
+  return dirname(buf);
+}
+
+// The shim: $HEAPSNAP_PRELOAD, else next to the build tree's analyzer, else the install libdir.
+std::string find_shim() {
+  if (const char *e = getenv("HEAPSNAP_PRELOAD"); e && *e) return e;
+  std::string dir = self_dir();
+  for (std::string cand : {dir + "/../preload/libheapsnap_preload.so",
+                           dir + "/../lib/libheapsnap_preload.so",
+                           dir + "/../lib/x86_64-linux-gnu/libheapsnap_preload.so"}) {
+    if (access(cand.c_str(), R_OK) == 0) {
+      char real[4096];
+      if (realpath(cand.c_str(), real)) return real;
+      return cand;
+    }
+  }
+  return "";
+}
+
+bool parse_size(const std::string &s, uint64_t *out) {
+  if (s.empty()) return false;
+  char *end = nullptr;
+  unsigned long long v = strtoull(s.c_str(), &end, 10);
+  std::string suf = end;
+  if (suf == "k" || suf == "K" || suf == "KiB") v *= 1024;
+  else if (suf == "m" || suf == "M" || suf == "MiB") v *= 1024 * 1024;
+  else if (!suf.empty()) return false;
+  if (v == 0) return false;
+  *out = v;
+  return true;
+}
+
+std::vector<std::string> g_command;
+std::vector<std::string> record_command() { return g_command; }
+
+int run(const Options &o) {
+  if (o.command.empty()) {
+    fprintf(stderr, "heapsnap record: no program given (usage: heapsnap record [options] -- program args...)\n");
+    return kExitUsage;
+  }
+  uint64_t sample = 0;
+  if (!o.sample_bytes.empty() && !parse_size(o.sample_bytes, &sample)) {
+    fprintf(stderr, "heapsnap record: --sample-bytes '%s': expected a positive byte count (e.g. 65536, 64K, 1)\n",
+            o.sample_bytes.c_str());
+    return kExitUsage;
+  }
+  if (o.fork_mode != "follow" && o.fork_mode != "stop") {
+    fprintf(stderr, "heapsnap record: --fork '%s': expected follow or stop\n", o.fork_mode.c_str());
+    return kExitUsage;
+  }
+  std::string shim = find_shim();
+  if (shim.empty()) {
+    fprintf(stderr, "heapsnap record: cannot find libheapsnap_preload.so (set HEAPSNAP_PRELOAD)\n");
+    return kExitCannotRun;
+  }
+  std::string output = o.output;
+  if (output.empty()) {
+    std::string base = o.command[0];
+    if (auto slash = base.rfind('/'); slash != std::string::npos) base = base.substr(slash + 1);
+    output = "heapsnap." + base + ".%p.hsnap";
+  }
+  if (output.find("%p") == std::string::npos) {
+    struct stat st;
+    if (lstat(output.c_str(), &st) == 0) {
+      if (!o.force) {
+        fprintf(stderr, "heapsnap record: %s exists (use --force to replace it)\n", output.c_str());
+        return kExitUsage;
+      }
+      if (unlink(output.c_str()) != 0) {
+        fprintf(stderr, "heapsnap record: cannot remove %s: %s\n", output.c_str(), strerror(errno));
+        return kExitInput;
+      }
+    }
+  }
+  if (output[0] != '/') {
+    char cwd[4096];
+    if (getcwd(cwd, sizeof(cwd))) output = std::string(cwd) + "/" + output;
+  }
+
+  int status_pipe[2];
+  if (pipe2(status_pipe, O_CLOEXEC) != 0) return kExitCannotRun;
+  pid_t pid = fork();
+  if (pid < 0) {
+    fprintf(stderr, "heapsnap record: fork: %s\n", strerror(errno));
+    return kExitCannotRun;
+  }
+  if (pid == 0) {
+    close(status_pipe[0]);
+    std::string preload = shim;
+    if (const char *cur = getenv("LD_PRELOAD"); cur && *cur) preload += std::string(":") + cur;
+    setenv("LD_PRELOAD", preload.c_str(), 1);
+    setenv("HEAPSNAP_OUTPUT", output.c_str(), 1);
+    if (sample) setenv("HEAPSNAP_SAMPLE_BYTES", std::to_string(sample).c_str(), 1);
+    setenv("HEAPSNAP_STACK_DEPTH", std::to_string(o.stack_depth).c_str(), 1);
+    setenv("HEAPSNAP_FORK", o.fork_mode.c_str(), 1);
+    if (o.no_follow) setenv("HEAPSNAP_NO_FOLLOW", "1", 1);
+    else unsetenv("HEAPSNAP_NO_FOLLOW");
+    std::vector<char *> argv;
+    for (const auto &a : o.command) argv.push_back(const_cast<char *>(a.c_str()));
+    argv.push_back(nullptr);
+    execvp(argv[0], argv.data());
+    int err = errno;
+    (void)!write(status_pipe[1], &err, sizeof(err));
+    _exit(127);
+  }
+  close(status_pipe[1]);
+  // The program owns the terminal's signals: ^C reaches it directly (same process group); the
+  // recorder waits for it to finish writing its capture.
+  signal(SIGINT, SIG_IGN);
+  signal(SIGQUIT, SIG_IGN);
+  int exec_err = 0;
+  ssize_t got = read(status_pipe[0], &exec_err, sizeof(exec_err));
+  close(status_pipe[0]);
+  int status = 0;
+  while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {}
+  if (got == sizeof(exec_err)) {
+    fprintf(stderr, "heapsnap record: cannot run %s: %s\n", o.command[0].c_str(), strerror(exec_err));
+    return kExitCannotRun;
+  }
+  std::string written = output;
+  if (auto at = written.find("%p"); at != std::string::npos) written.replace(at, 2, std::to_string(pid));
+  struct stat st;
+  bool have = stat(written.c_str(), &st) == 0;
+  if (!o.quiet) {
+    if (have)
+      fprintf(stderr, "heapsnap: wrote %s (%s)\n", written.c_str(), human_bytes(double(st.st_size)).c_str());
+    else
+      fprintf(stderr, "heapsnap: no capture was written to %s (statically linked or setuid program?)\n",
+              written.c_str());
+  }
+  if (WIFSIGNALED(status)) {
+    int sig = WTERMSIG(status);
+    if (!o.quiet)
+      fprintf(stderr, "heapsnap: %s was killed by signal %d (%s)\n", o.command[0].c_str(), sig, strsignal(sig));
+    return 128 + sig;
+  }
+  return WIFEXITED(status) ? WEXITSTATUS(status) : 1;
+}
+
+}  // namespace
+
+int split_record_command(int argc, char **argv) {
+  // heapsnap record [options] [--] program args...
+  int i = 1;
+  while (i < argc && std::string(argv[i]) != "record") ++i;
+  if (i == argc) return argc;
+  static const char *with_value[] = {"-o", "--output", "--sample-bytes", "--stack-depth", "--fork"};
+  for (++i; i < argc; ++i) {
+    std::string a = argv[i];
+    if (a == "--") {
+      for (int j = i + 1; j < argc; ++j) g_command.push_back(argv[j]);
+      return i;
+    }
+    if (a.empty() || a[0] != '-') {
+      for (int j = i; j < argc; ++j) g_command.push_back(argv[j]);
+      return i;
+    }
+    for (const char *w : with_value)
+      if (a == w) { ++i; break; }
+  }
+  return argc;
+}
+
+void add_record_command(CLI::App &app, int *rc) {
+  auto opts = std::make_shared<Options>();
+  CLI::App *cmd = app.add_subcommand("record", "Run a program with the heapsnap shim preloaded and write a capture.");
+  cmd->add_option("-o,--output", opts->output,
+                  "capture file; %p becomes the pid (default heapsnap.<program>.<pid>.hsnap)");
+  cmd->add_option("--sample-bytes", opts->sample_bytes,
+                  "mean bytes between sampled allocations (default 64K; 1 = every allocation with its stack)");
+  cmd->add_option("--stack-depth", opts->stack_depth, "maximum frames per stack (default 64)")
+      ->check(CLI::Range(1, 256));
+  cmd->add_flag("--no-follow", opts->no_follow, "do not trace programs this one execs");
+  cmd->add_option("--fork", opts->fork_mode,
+                  "forked children: follow (own capture file, name + .<pid>) or stop (untraced)");
+  cmd->add_flag("-f,--force", opts->force, "replace an existing output file");
+  cmd->add_flag("-q,--quiet", opts->quiet, "say nothing on stderr");
+  // The program and its arguments are split off by split_record_command() before CLI11 parses,
+  // so that the program's own options and "--" reach it untouched.
+  cmd->footer(
+      "Examples:\n"
+      "  heapsnap record -o app.hsnap -- ./app arg1 arg2\n"
+      "  heapsnap record --sample-bytes 1 -o all.hsnap -- python3 script.py\n"
+      "The exit status is the program's (128+N if it was killed by signal N).");
+  cmd->callback([opts, rc] {
+    opts->command = record_command();
+    *rc = run(*opts);
+  });
+}
+
+}  // namespace heapsnap::cli

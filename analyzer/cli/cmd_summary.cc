@@ -1,0 +1,132 @@
+// heapsnap summary FILE [--json]: program, duration, exact totals, sampling, integrity.
+#include <nlohmann/json.hpp>
+
+#include <cstdio>
+#include <iostream>
+
+#include "cli/commands.h"
+#include "cli/format.h"
+#include "replay/capture_summary.h"
+
+namespace heapsnap::cli {
+namespace {
+
+struct Options {
+  std::string file;
+  bool json = false;
+};
+
+nlohmann::ordered_json to_json(const replay::CaptureSummary &s) {
+  const wire::Totals &t = s.totals;
+  nlohmann::ordered_json j;
+  j["file"] = nullptr;
+  j["program"] = s.process.executable();
+  j["argv"] = std::vector<std::string>(s.process.argv().begin(), s.process.argv().end());
+  j["pid"] = s.process.pid();
+  j["duration_s"] = double(s.last_time_ns) / 1e9;
+  j["alloc_calls"] = t.alloc_calls();
+  j["free_calls"] = t.free_calls();
+  j["realloc_calls"] = t.realloc_calls();
+  j["bytes_allocated"] = t.bytes_allocated();
+  j["bytes_freed"] = t.bytes_freed();
+  j["heap_bytes_at_end"] = t.heap_bytes();
+  j["peak_heap_bytes"] = t.peak_heap_bytes();
+  j["peak_time_s"] = double(t.peak_time_ns()) / 1e9;
+  j["peak_accuracy_bytes"] = t.peak_accuracy_bytes();
+  j["leaked_blocks"] = t.live_blocks();
+  j["leaked_bytes"] = t.heap_bytes();
+  j["foreign_frees"] = t.foreign_frees();
+  j["rss_bytes_at_end"] = t.rss_bytes();
+  j["sample_bytes"] = s.process.sample_bytes();
+  j["sampled_allocs"] = s.sampled_allocs;
+  j["sampled_frees"] = s.sampled_frees;
+  j["sampled_reallocs"] = s.sampled_reallocs;
+  j["stacks"] = s.stacks;
+  j["modules"] = s.modules;
+  j["threads"] = s.threads;
+  j["snapshots"] = s.snapshots;
+  j["dropped_events"] = t.dropped_events();
+  j["fork_child"] = s.process.fork_child();
+  j["end_reason"] = s.ended ? nlohmann::ordered_json(s.end_reason) : nlohmann::ordered_json(nullptr);
+  j["truncated"] = s.truncated;
+  nlohmann::ordered_json probs = nlohmann::ordered_json::array();
+  for (const auto &p : s.problems) probs.push_back({{"offset", p.offset}, {"what", p.what}});
+  j["problems"] = probs;
+  j["file_bytes"] = s.file_bytes;
+  return j;
+}
+
+void print_text(const std::string &file, const replay::CaptureSummary &s) {
+  const wire::Totals &t = s.totals;
+  std::string args;
+  for (int i = 0; i < s.process.argv_size(); ++i) args += (i ? " " : "") + s.process.argv(i);
+  printf("capture     %s (%s, %s frames)\n", file.c_str(), human_bytes(double(s.file_bytes)).c_str(),
+         human_count(s.frames).c_str());
+  printf("program     %s\n", args.empty() ? s.process.executable().c_str() : args.c_str());
+  printf("pid         %u%s\n", s.process.pid(), s.process.fork_child() ? " (forked child)" : "");
+  printf("duration    %s\n", human_duration(double(s.last_time_ns) / 1e9).c_str());
+  printf("\nexact totals%s\n", s.ended ? "" : " (as of the last flush)");
+  printf("  allocation calls   %s (%s reallocs)\n", human_count(t.alloc_calls()).c_str(),
+         human_count(t.realloc_calls()).c_str());
+  printf("  free calls         %s\n", human_count(t.free_calls()).c_str());
+  printf("  bytes allocated    %s\n", human_bytes(double(t.bytes_allocated())).c_str());
+  printf("  peak heap          %s at %s", human_bytes(double(t.peak_heap_bytes())).c_str(),
+         human_duration(double(t.peak_time_ns()) / 1e9).c_str());
+  if (t.peak_accuracy_bytes()) printf(" (within %s: several threads)", human_bytes(t.peak_accuracy_bytes()).c_str());
+  printf("\n");
+  printf("  not freed at end   %s blocks, %s\n", human_count(t.live_blocks()).c_str(),
+         human_bytes(double(t.heap_bytes())).c_str());
+  if (t.rss_bytes()) printf("  RSS at end         %s\n", human_bytes(double(t.rss_bytes())).c_str());
+  uint64_t mean = s.process.sample_bytes();
+  printf("\nsampling    %s\n", mean <= 1 ? "every allocation" :
+         ("mean every " + human_bytes(double(mean)) + " allocated").c_str());
+  printf("  sampled allocs     %s (%s frees, %s reallocs), %s distinct stacks\n",
+         human_count(s.sampled_allocs).c_str(), human_count(s.sampled_frees).c_str(),
+         human_count(s.sampled_reallocs).c_str(), human_count(s.stacks).c_str());
+  printf("threads     %u\n", s.threads);
+  printf("modules     %s\n", human_count(s.modules).c_str());
+  printf("snapshots   %s\n", human_count(s.snapshots).c_str());
+  if (t.dropped_events()) printf("dropped     %s events (tracer fell behind or ran out of memory)\n", human_count(t.dropped_events()).c_str());
+  if (s.truncated) {
+    printf("\nTRUNCATED: %s\n", s.ended ? "damaged frames were skipped"
+                                      : "the capture has no end record (the process was killed, "
+                                        "or is still running); figures are as of the last flush");
+  }
+  for (const auto &p : s.problems) printf("  problem at offset 0x%llx: %s\n", (unsigned long long)p.offset, p.what.c_str());
+}
+
+int run(const Options &o) {
+  std::string err;
+  auto reader = capture::CaptureReader::open(o.file, &err);
+  if (!reader) {
+    fprintf(stderr, "heapsnap: %s\n", err.c_str());
+    return kExitInput;
+  }
+  replay::CaptureSummary s = replay::summarize(*reader);
+  if (!s.have_process) {
+    fprintf(stderr, "heapsnap: %s: no process record: not a usable capture\n", o.file.c_str());
+    return kExitInput;
+  }
+  if (o.json) {
+    auto j = to_json(s);
+    j["file"] = o.file;
+    std::cout << j.dump(2) << "\n";
+  } else {
+    print_text(o.file, s);
+  }
+  return kExitOk;
+}
+
+}  // namespace
+
+void add_summary_command(CLI::App &app, int *rc) {
+  auto opts = std::make_shared<Options>();
+  CLI::App *cmd = app.add_subcommand(
+      "summary", "Program, duration, exact allocation totals, peak, sampling and integrity of a capture.");
+  cmd->add_option("file", opts->file, "capture file (.hsnap)")->required();
+  cmd->add_flag("--json", opts->json, "machine-readable output");
+  cmd->footer("Example: heapsnap summary --json app.hsnap | jq .peak_heap_bytes");
+  cmd->callback([opts, rc] { *rc = run(*opts); });
+}
+
+}  // namespace heapsnap::cli

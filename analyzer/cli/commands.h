@@ -1,0 +1,19 @@
+// Every subcommand registers itself on the CLI11 app and stores its exit code in *rc when run.
+// Exit codes: 0 success, 1 bad or unreadable input, 2 usage error, 3 the traced program failed
+// to start; `record` passes the program's own status through (128+N when killed by signal N).
+#pragma once
+#include <CLI/CLI.hpp>
+
+namespace heapsnap::cli {
+
+constexpr int kExitOk = 0;
+constexpr int kExitInput = 1;
+constexpr int kExitUsage = 2;
+constexpr int kExitCannotRun = 3;
+
+void add_record_command(CLI::App &app, int *rc);
+// Splits `record`'s program and arguments off argv; returns the argc CLI11 should parse.
+int split_record_command(int argc, char **argv);
+void add_summary_command(CLI::App &app, int *rc);
+
+}  // namespace heapsnap::cli

@@ -1,0 +1,29 @@
+// heapsnap: the command-line front end of the analyzer (and of `record`, which runs the shim).
+#include <cstdio>
+
+#include "cli/commands.h"
+
+#ifndef HEAPSNAP_VERSION
+#define HEAPSNAP_VERSION "dev"
+#endif
+
+int main(int argc, char **argv) {
+  CLI::App app{
+      "heapsnap - where a native program's memory goes, and what keeps it alive.\n\n"
+      "  heapsnap record -o app.hsnap -- ./app args   trace an unmodified program\n"
+      "  heapsnap summary app.hsnap                   what the capture knows\n",
+      "heapsnap"};
+  app.set_version_flag("--version", std::string("heapsnap ") + HEAPSNAP_VERSION);
+  app.require_subcommand(1);
+  app.fallthrough(false);
+  int rc = 0;
+  heapsnap::cli::add_record_command(app, &rc);
+  heapsnap::cli::add_summary_command(app, &rc);
+  try {
+    app.parse(heapsnap::cli::split_record_command(argc, argv), argv);
+  } catch (const CLI::ParseError &e) {
+    int code = app.exit(e);
+    return code == 0 ? 0 : heapsnap::cli::kExitUsage;
+  }
+  return rc;
+}

@@ -1,0 +1,333 @@
+// The capture file: header, zstd frames of records, the writer thread that flushes them at least
+// every flush_ms, and the final frame at exit.
+#include <fcntl.h>
+#include <pthread.h>
+#include <signal.h>
+#include <sys/utsname.h>
+#include <time.h>
+#include <unistd.h>
+#define ZSTD_STATIC_LINKING_ONLY  // ZSTD_createCCtx_advanced: the tracer allocates from its own heap
+#include <zstd.h>
+
+#include <cstdio>
+#include <cstring>
+
+#include "config.h"
+#include "module_map.h"
+#include "private_heap.h"
+#include "thread_state.h"
+#include "tracer.h"
+
+#ifndef HEAPSNAP_VERSION
+#define HEAPSNAP_VERSION "dev"
+#endif
+
+namespace hs {
+namespace {
+
+constexpr uint16_t kFormatMajor = 1;
+constexpr uint16_t kFormatMinor = 0;
+constexpr size_t kMaxFrameInput = 8u << 20;  // records per frame, before compression
+constexpr int kZstdLevel = 3;
+
+pthread_mutex_t g_outbox_mutex = PTHREAD_MUTEX_INITIALIZER;
+pthread_mutex_t g_flush_mutex = PTHREAD_MUTEX_INITIALIZER;
+pthread_mutex_t g_wake_mutex = PTHREAD_MUTEX_INITIALIZER;
+pthread_cond_t g_wake = PTHREAD_COND_INITIALIZER;
+wire::Buf *g_outbox = nullptr;
+wire::Buf *g_pending = nullptr;     // the writer's side of the double buffer
+wire::Buf *g_compressed = nullptr;
+ZSTD_CCtx *g_zstd = nullptr;
+int g_fd = -1;
+pthread_t g_writer;
+bool g_writer_running = false;
+std::atomic<bool> g_writer_stop{false};
+char g_path[4300];
+
+void *zstd_alloc(void *, size_t n) { return heap::alloc(n); }
+void zstd_free(void *, void *p) { heap::release(p); }
+
+bool write_all(const void *data, size_t n) {
+  const auto *p = static_cast<const uint8_t *>(data);
+  while (n) {
+    ssize_t w = write(g_fd, p, n);
+    if (w < 0) {
+      if (errno == EINTR) continue;
+      return false;
+    }
+    p += w;
+    n -= size_t(w);
+  }
+  return true;
+}
+
+// Reads a record's length prefix (any varint) at p; returns bytes of prefix + record, or 0.
+size_t record_extent(const uint8_t *p, size_t avail) {
+  uint64_t len = 0;
+  size_t i = 0;
+  for (int shift = 0; i < avail && i < 10; shift += 7) {
+    uint8_t b = p[i++];
+    len |= uint64_t(b & 0x7f) << shift;
+    if (!(b & 0x80)) return i + len <= avail ? i + size_t(len) : 0;
+  }
+  return 0;
+}
+
+bool write_frame(const uint8_t *data, size_t n) {
+  size_t bound = ZSTD_compressBound(n);
+  g_compressed->clear();
+  if (!g_compressed->reserve(bound)) return false;
+  size_t z = ZSTD_compress2(g_zstd, g_compressed->data(), bound, data, n);
+  if (ZSTD_isError(z)) return false;
+  return write_all(g_compressed->data(), z);
+}
+
+// Compresses the writer's pending records into frames of at most kMaxFrameInput bytes, cut at
+// record boundaries.
+bool write_pending() {
+  const uint8_t *p = g_pending->data();
+  size_t n = g_pending->size();
+  size_t start = 0, at = 0;
+  while (at < n) {
+    size_t e = record_extent(p + at, n - at);
+    if (!e) break;  // cannot happen: records are written whole
+    if (at > start && at + e - start > kMaxFrameInput) {
+      if (!write_frame(p + start, at - start)) return false;
+      start = at;
+    }
+    at += e;
+  }
+  if (at > start && !write_frame(p + start, at - start)) return false;
+  g_pending->clear();
+  return true;
+}
+
+void collect_thread(ThreadState *s, void *) {
+  s->lock.lock();
+  outbox_lock();
+  s->batch.serialize_to(outbox(), s->tid);
+  outbox_unlock();
+  s->lock.unlock();
+}
+
+void append_totals_record() {
+  TotalsView t = read_totals();
+  outbox_lock();
+  wire::RecordMark m = wire::begin_record(outbox(), wire::kTotals);
+  encode_totals(outbox(), t);
+  wire::end_record(outbox(), m);
+  outbox_unlock();
+}
+
+// Must hold g_flush_mutex. Moves everything pending into the file.
+bool flush_locked(bool with_totals) {
+  if (g_fd < 0) return false;
+  modules::refresh(false);
+  for_each_thread(collect_thread, nullptr);
+  if (with_totals) append_totals_record();
+  outbox_lock();
+  g_outbox->swap(*g_pending);
+  bool oom = g_pending->failed();
+  outbox_unlock();
+  if (oom) {
+    // A record was cut by an allocation failure: the buffer is not trustworthy past that point.
+    g_totals.dropped_events.fetch_add(1, std::memory_order_relaxed);
+    g_pending->clear();
+    return false;
+  }
+  return write_pending();
+}
+
+void *writer_main(void *) {
+  t_local.guard = 1;  // the writer's own allocations are never traced
+  while (!g_writer_stop.load(std::memory_order_acquire)) {
+    pthread_mutex_lock(&g_wake_mutex);
+    timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    uint64_t ns = uint64_t(ts.tv_nsec) + uint64_t(config.flush_ms) * 1000000ull;
+    ts.tv_sec += time_t(ns / 1000000000ull);
+    ts.tv_nsec = long(ns % 1000000000ull);
+    if (!g_writer_stop.load(std::memory_order_acquire)) pthread_cond_timedwait(&g_wake, &g_wake_mutex, &ts);
+    pthread_mutex_unlock(&g_wake_mutex);
+    if (g_writer_stop.load(std::memory_order_acquire)) break;
+    pthread_mutex_lock(&g_flush_mutex);
+    bool ok = flush_locked(true);
+    pthread_mutex_unlock(&g_flush_mutex);
+    if (!ok && g_fd >= 0) {
+      stop_tracing("cannot write the capture file");
+      break;
+    }
+  }
+  return nullptr;
+}
+
+bool open_output(int pid) {
+  char base[4200];
+  expand_output_name(config.output, pid, base, sizeof(base));
+  // O_EXCL|O_NOFOLLOW: never clobber a file or follow a symlink planted in a shared directory.
+  // A name already taken (a forked or exec'd process of the same run) gets a pid/number suffix.
+  for (int attempt = 0; attempt < 100; ++attempt) {
+    if (attempt == 0) snprintf(g_path, sizeof(g_path), "%s", base);
+    else if (attempt == 1) snprintf(g_path, sizeof(g_path), "%s.%d", base, pid);
+    else snprintf(g_path, sizeof(g_path), "%s.%d.%d", base, pid, attempt - 1);
+    g_fd = open(g_path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+    if (g_fd >= 0) return true;
+    if (errno != EEXIST) return false;
+  }
+  return false;
+}
+
+void write_header() {
+  uint8_t h[24];
+  uint32_t magic = 0x184D2A5E, len = 16;
+  memcpy(h, &magic, 4);
+  memcpy(h + 4, &len, 4);
+  memcpy(h + 8, "HEAPSNAP", 8);
+  memcpy(h + 16, &kFormatMajor, 2);
+  memcpy(h + 18, &kFormatMinor, 2);
+  memset(h + 20, 0, 4);
+  write_all(h, sizeof(h));
+}
+
+void append_process_info(bool fork_child, int parent_pid) {
+  wire::Buf &b = outbox();
+  wire::RecordMark m = wire::begin_record(b, wire::kProcess);
+  b.u64(1, uint64_t(getpid()));
+  b.u64(2, uint64_t(getppid()));
+  char exe[4096];
+  ssize_t n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
+  exe[n > 0 ? n : 0] = '\0';
+  b.str(3, exe);
+  int fd = open("/proc/self/cmdline", O_RDONLY | O_CLOEXEC);
+  if (fd >= 0) {
+    char args[8192];
+    ssize_t got = read(fd, args, sizeof(args) - 1);
+    close(fd);
+    for (ssize_t i = 0; i < got;) {
+      size_t l = strnlen(args + i, size_t(got - i));
+      b.len(4, args + i, l);
+      i += ssize_t(l) + 1;
+    }
+  }
+  timespec ts;
+  clock_gettime(CLOCK_REALTIME, &ts);
+  b.u64(5, uint64_t(ts.tv_sec) * 1000000000ull + uint64_t(ts.tv_nsec));
+  b.u64(6, config.sample_bytes);
+  b.u64(7, uint64_t(config.max_stack_depth));
+  b.str(8, HEAPSNAP_VERSION);
+  b.u64(9, uint64_t(sysconf(_SC_PAGESIZE)));
+  b.boolean(10, fork_child);
+  b.u64(11, uint64_t(parent_pid));
+  utsname u;
+  if (uname(&u) == 0) b.str(13, u.nodename);
+  wire::end_record(b, m);
+}
+
+}  // namespace
+
+void outbox_lock() { pthread_mutex_lock(&g_outbox_mutex); }
+void outbox_unlock() { pthread_mutex_unlock(&g_outbox_mutex); }
+wire::Buf &outbox() { return *g_outbox; }
+void outbox_poke_writer() { pthread_cond_signal(&g_wake); }
+
+bool writer_open_capture(bool fork_child, int parent_pid) {
+  if (!g_outbox) {
+    g_outbox = new (heap::alloc_zeroed(sizeof(wire::Buf))) wire::Buf();
+    g_pending = new (heap::alloc_zeroed(sizeof(wire::Buf))) wire::Buf();
+    g_compressed = new (heap::alloc_zeroed(sizeof(wire::Buf))) wire::Buf();
+  }
+  if (!g_zstd) {
+    ZSTD_customMem mem = {zstd_alloc, zstd_free, nullptr};
+    g_zstd = ZSTD_createCCtx_advanced(mem);
+    if (!g_zstd) return false;
+    ZSTD_CCtx_setParameter(g_zstd, ZSTD_c_compressionLevel, kZstdLevel);
+    ZSTD_CCtx_setParameter(g_zstd, ZSTD_c_contentSizeFlag, 1);
+    ZSTD_CCtx_setParameter(g_zstd, ZSTD_c_checksumFlag, 1);
+  }
+  if (!open_output(getpid())) return false;
+  write_header();
+  outbox_lock();
+  g_outbox->clear();
+  append_process_info(fork_child, parent_pid);
+  outbox_unlock();
+  modules::refresh(true);
+  return true;
+}
+
+bool writer_start_thread() {
+  sigset_t all, old;
+  sigfillset(&all);
+  // The writer must never run the program's signal handlers.
+  pthread_sigmask(SIG_SETMASK, &all, &old);
+  g_writer_stop.store(false);
+  int rc = pthread_create(&g_writer, nullptr, writer_main, nullptr);
+  pthread_sigmask(SIG_SETMASK, &old, nullptr);
+  g_writer_running = rc == 0;
+  return g_writer_running;
+}
+
+void writer_stop_thread() {
+  if (!g_writer_running) return;
+  g_writer_stop.store(true, std::memory_order_release);
+  pthread_mutex_lock(&g_wake_mutex);
+  pthread_cond_signal(&g_wake);
+  pthread_mutex_unlock(&g_wake_mutex);
+  if (!pthread_equal(pthread_self(), g_writer)) pthread_join(g_writer, nullptr);
+  g_writer_running = false;
+}
+
+void writer_flush_now() {
+  pthread_mutex_lock(&g_flush_mutex);
+  flush_locked(true);
+  pthread_mutex_unlock(&g_flush_mutex);
+}
+
+void writer_finish(const char *reason) {
+  writer_stop_thread();
+  pthread_mutex_lock(&g_flush_mutex);
+  if (g_fd >= 0) {
+    flush_locked(false);
+    TotalsView t = read_totals();
+    outbox_lock();
+    wire::RecordMark m = wire::begin_record(outbox(), wire::kEnd);
+    size_t at = outbox().open(1);
+    encode_totals(outbox(), t);
+    outbox().close(at);
+    outbox().str(2, reason);
+    wire::end_record(outbox(), m);
+    g_outbox->swap(*g_pending);
+    outbox_unlock();
+    write_pending();
+    close(g_fd);
+    g_fd = -1;
+  }
+  pthread_mutex_unlock(&g_flush_mutex);
+}
+
+void writer_note_failure(const char *what) {
+  if (config.debug) {
+    char msg[512];
+    int n = snprintf(msg, sizeof(msg), "heapsnap: tracing stopped: %s (%s)\n", what, g_path);
+    if (n > 0) (void)!write(2, msg, size_t(n));
+  }
+}
+
+void writer_fork_prepare() {
+  pthread_mutex_lock(&g_flush_mutex);
+}
+
+void writer_fork_parent() { pthread_mutex_unlock(&g_flush_mutex); }
+
+void writer_after_fork_child() {
+  pthread_mutex_init(&g_flush_mutex, nullptr);
+  pthread_mutex_init(&g_outbox_mutex, nullptr);
+  pthread_mutex_init(&g_wake_mutex, nullptr);
+  pthread_cond_init(&g_wake, nullptr);
+  g_writer_running = false;
+  if (g_fd >= 0) close(g_fd);  // the parent's file: the parent keeps writing it
+  g_fd = -1;
+  if (g_outbox) g_outbox->clear();  // the parent writes what it had pending
+  if (g_pending) g_pending->clear();
+}
+
+}  // namespace hs

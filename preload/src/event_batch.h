@@ -1,0 +1,70 @@
+// One thread's pending events as packed columns, already varint-encoded, so that turning them
+// into an EventBatch record is a few memcpy's (see proto/heapsnap.proto, EventBatch).
+#pragma once
+#include <cstdint>
+
+#include "common.h"
+#include "wire_encoder.h"
+
+namespace hs {
+
+enum EventKind : uint8_t { kAlloc = 0, kFree = 1, kRealloc = 2, kPoolAlloc = 3, kPoolFree = 4 };
+
+struct EventBatch {
+  static constexpr uint32_t kMaxEvents = 1024;
+
+  uint32_t count = 0;
+  uint32_t time_len = 0, addr_len = 0, size_len = 0, stack_len = 0, fn_len = 0, pool_len = 0;
+  uint64_t base_time = 0;     // ns since capture start of the first event
+  uint64_t last_time = 0;
+  uint64_t last_addr_d = disguise(uint64_t(0));  // previous address, disguised
+  uint8_t kind[kMaxEvents];
+  uint8_t time[kMaxEvents * 10];
+  uint8_t addr[kMaxEvents * 20];
+  uint8_t size[kMaxEvents * 10];
+  uint8_t stack[kMaxEvents * 5];
+  uint8_t fn[kMaxEvents];
+  uint8_t pool[kMaxEvents * 5];
+
+  bool full() const { return count == kMaxEvents; }
+  bool empty() const { return count == 0; }
+
+  void begin(EventKind k, uint64_t t) {
+    if (count == 0) { base_time = t; last_time = t; last_addr_d = disguise(uint64_t(0)); }
+    kind[count++] = k;
+    uint64_t d = t >= last_time ? t - last_time : 0;
+    last_time = t > last_time ? t : last_time;
+    time_len = uint32_t(wire::put_varint(time + time_len, d) - time);
+  }
+  void address(uint64_t a) {
+    int64_t delta = int64_t(a - reveal(last_addr_d));
+    last_addr_d = disguise(a);
+    addr_len = uint32_t(wire::put_varint(addr + addr_len, wire::zigzag(delta)) - addr);
+  }
+  void block_size(uint64_t s) { size_len = uint32_t(wire::put_varint(size + size_len, s) - size); }
+  void stack_id(uint32_t id) { stack_len = uint32_t(wire::put_varint(stack + stack_len, id) - stack); }
+  void alloc_fn(uint8_t f) { fn[fn_len++] = f; }
+  void pool_id(uint32_t id) { pool_len = uint32_t(wire::put_varint(pool + pool_len, id) - pool); }
+
+  // Appends this batch as one length-delimited Record{events} to out, then empties it.
+  void serialize_to(wire::Buf &out, uint32_t tid) {
+    if (count == 0) return;
+    wire::RecordMark m = wire::begin_record(out, wire::kEvents);
+    out.u64(1, tid);
+    out.u64(2, base_time);
+    out.len(3, kind, count);
+    out.len(4, time, time_len);
+    if (addr_len) out.len(5, addr, addr_len);
+    if (size_len) out.len(6, size, size_len);
+    if (stack_len) out.len(7, stack, stack_len);
+    if (fn_len) out.len(8, fn, fn_len);
+    if (pool_len) out.len(9, pool, pool_len);
+    wire::end_record(out, m);
+    reset();
+  }
+  void reset() {
+    count = time_len = addr_len = size_len = stack_len = fn_len = pool_len = 0;
+  }
+};
+
+}  // namespace hs

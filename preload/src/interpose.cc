@@ -1,0 +1,420 @@
+// The exported allocation functions. Fast path: forward to the real allocator, then a shadow
+// byte, a few thread-local counter updates and the sampling countdown; everything else is in
+// sampled_path.cc. A call made while the tracer is busy on this thread (guard) passes through.
+#include <dlfcn.h>
+#include <malloc.h>
+#include <unistd.h>
+
+#include <cstdarg>
+#include <new>
+
+#include "real_alloc.h"
+#include "sampled_path.h"
+#include "shadow_map.h"
+#include "thread_state.h"
+#include "tracer.h"
+
+namespace hs {
+void finish_before_process_ends(const char *reason);
+}
+
+using namespace hs;
+
+namespace {
+
+enum Fn : uint8_t { kMalloc = 0, kCalloc = 1, kReallocFn = 2, kMemalign = 3, kNew = 4, kNewArray = 5 };
+
+HS_INLINE void on_alloc(void *p, size_t size, uint8_t fn, uintptr_t ra) {
+  ThreadLocal &t = t_local;
+  if (HS_UNLIKELY(!p || !tracing() || t.guard)) return;
+  size_t usable = real::fn.usable_size(p);
+  t.countdown -= int64_t(size);
+  bool sampled = false;
+  if (HS_UNLIKELY(t.countdown <= 0)) sampled = reach_sample_point(t, size);
+  if (HS_UNLIKELY(!shadow::mark(p, size, usable, sampled))) return;
+  account_alloc(t, size);
+  if (HS_UNLIKELY(sampled)) record_alloc(t, p, size, fn, ra);
+}
+
+// Frees p's accounting; returns after the shadow is cleared (the caller frees for real).
+HS_INLINE void on_free(void *p) {
+  ThreadLocal &t = t_local;
+  if (HS_UNLIKELY(!tracing())) return;
+  uint8_t *s = shadow::find(p);
+  uint8_t v = s ? *s : 0;
+  if (!v) {
+    if (!t.guard) bump(t.counters.foreign_frees, 1);
+    return;
+  }
+  size_t size = shadow::requested_size(p, v, real::fn.usable_size(p));
+  // Cleared before the real free: once freed, another thread may get this address and mark it.
+  shadow::clear(p, s, v);
+  if (HS_UNLIKELY(t.guard)) {
+    // Nested in the tracer (a signal handler, a thread past its exit handler): count globally.
+    g_totals.free_calls.fetch_add(1, std::memory_order_relaxed);
+    g_totals.bytes_freed.fetch_add(size, std::memory_order_relaxed);
+    g_totals.heap.fetch_sub(int64_t(size), std::memory_order_relaxed);
+    return;
+  }
+  account_free(t, size);
+  if (HS_UNLIKELY(v & shadow::kSampledBit)) record_free(t, p);
+}
+
+HS_INLINE void *do_malloc(size_t n, uint8_t fn, uintptr_t ra) {
+  void *p = real::fn.malloc(n);
+  on_alloc(p, n, fn, ra);
+  return p;
+}
+
+HS_INLINE void do_free(void *p) {
+  if (!p) return;
+  on_free(p);
+  real::fn.free(p);
+}
+
+HS_INLINE void *do_aligned(size_t align, size_t n, uint8_t fn, uintptr_t ra) {
+  void *p = real::fn.memalign(align, n);
+  on_alloc(p, n, fn, ra);
+  return p;
+}
+
+void *do_realloc(void *old, size_t n, uintptr_t ra) {
+  if (!old) return do_malloc(n, kReallocFn, ra);
+  if (n == 0) {
+    // glibc: realloc(p, 0) frees p and returns NULL.
+    do_free(old);
+    return nullptr;
+  }
+  ThreadLocal &t = t_local;
+  if (!tracing() || t.guard) {
+    // Keep the shadow honest even untraced: the old block is gone or resized.
+    if (tracing()) {
+      on_free(old);
+      void *q = real::fn.realloc(old, n);
+      return q;
+    }
+    return real::fn.realloc(old, n);
+  }
+  uint8_t *s = shadow::find(old);
+  uint8_t v = s ? *s : 0;
+  size_t old_size = 0;
+  if (v) {
+    old_size = shadow::requested_size(old, v, real::fn.usable_size(old));
+    shadow::clear(old, s, v);  // before the real realloc: the old address may be reused at once
+  }
+  void *q = real::fn.realloc(old, n);
+  if (!q) {
+    if (v) shadow::mark(old, old_size, real::fn.usable_size(old), v & shadow::kSampledBit);
+    return q;
+  }
+  bump(t.counters.realloc_calls, 1);
+  if (q != old) bump(t.counters.realloc_moves, 1);
+  if (!v) {
+    // The old block was never seen allocated: from here on, the new one is an allocation.
+    bump(t.counters.foreign_frees, 1);
+    on_alloc(q, n, kReallocFn, ra);
+    return q;
+  }
+  size_t usable = real::fn.usable_size(q);
+  bool was_sampled = v & shadow::kSampledBit;
+  bool sampled = was_sampled;
+  if (!was_sampled) {
+    t.countdown -= int64_t(n);
+    if (HS_UNLIKELY(t.countdown <= 0)) sampled = reach_sample_point(t, n);
+  }
+  if (!shadow::mark(q, n, usable, sampled)) {
+    account_free(t, old_size);
+    if (was_sampled) record_free(t, old);
+    return q;
+  }
+  account_free(t, old_size);
+  account_alloc(t, n);
+  if (was_sampled) record_realloc(t, old, q, n, ra);
+  else if (sampled) record_alloc(t, q, n, kReallocFn, ra);
+  return q;
+}
+
+}  // namespace
+
+#define RA() reinterpret_cast<uintptr_t>(__builtin_return_address(0))
+
+HS_EXPORT void *malloc(size_t n) { return do_malloc(n, kMalloc, RA()); }
+
+HS_EXPORT void free(void *p) { do_free(p); }
+
+HS_EXPORT void cfree(void *p) { do_free(p); }
+
+HS_EXPORT void *calloc(size_t n, size_t m) {
+  void *p = real::fn.calloc(n, m);
+  on_alloc(p, n * m, kCalloc, RA());
+  return p;
+}
+
+HS_EXPORT void *realloc(void *p, size_t n) { return do_realloc(p, n, RA()); }
+
+HS_EXPORT void *reallocarray(void *p, size_t n, size_t m) {
+  size_t total;
+  if (__builtin_mul_overflow(n, m, &total)) {
+    errno = ENOMEM;
+    return nullptr;
+  }
+  return do_realloc(p, total, RA());
+}
+
+HS_EXPORT void *memalign(size_t align, size_t n) { return do_aligned(align, n, kMemalign, RA()); }
+
+HS_EXPORT int posix_memalign(void **out, size_t align, size_t n) {
+  int rc = real::fn.posix_memalign(out, align, n);
+  if (rc == 0) on_alloc(*out, n, kMemalign, RA());
+  return rc;
+}
+
+HS_EXPORT void *aligned_alloc(size_t align, size_t n) {
+  void *p = real::fn.aligned_alloc(align, n);
+  on_alloc(p, n, kMemalign, RA());
+  return p;
+}
+
+HS_EXPORT void *valloc(size_t n) {
+  void *p = real::fn.valloc(n);
+  on_alloc(p, n, kMemalign, RA());
+  return p;
+}
+
+HS_EXPORT void *pvalloc(size_t n) {
+  void *p = real::fn.pvalloc(n);
+  if (p) {
+    // pvalloc rounds the size up to a whole page; the program may use all of it.
+    size_t page = size_t(sysconf(_SC_PAGESIZE));
+    size_t rounded = n ? (n + page - 1) & ~(page - 1) : page;
+    on_alloc(p, rounded, kMemalign, RA());
+  }
+  return p;
+}
+
+HS_EXPORT size_t malloc_usable_size(void *p) { return p ? real::fn.usable_size(p) : 0; }
+
+// --- operator new / delete ------------------------------------------------------------------
+
+namespace {
+
+// libstdc++'s semantics: size 0 becomes 1; on failure, call the new_handler until it succeeds or
+// there is none.
+HS_INLINE void *new_impl(size_t n, uint8_t fn, uintptr_t ra, bool nothrow) {
+  if (n == 0) n = 1;
+  for (;;) {
+    void *p = real::fn.malloc(n);
+    if (HS_LIKELY(p)) {
+      on_alloc(p, n, fn, ra);
+      return p;
+    }
+    std::new_handler h = std::get_new_handler();
+    if (!h) {
+      if (nothrow) return nullptr;
+      throw std::bad_alloc();
+    }
+    if (nothrow) {
+      try { h(); } catch (...) { return nullptr; }
+    } else {
+      h();
+    }
+  }
+}
+
+HS_INLINE void *new_aligned_impl(size_t n, std::align_val_t al, uint8_t fn, uintptr_t ra,
+                                 bool nothrow) {
+  size_t align = size_t(al);
+  if (n == 0) n = 1;
+  for (;;) {
+    void *p = real::fn.memalign(align < sizeof(void *) ? sizeof(void *) : align, n);
+    if (HS_LIKELY(p)) {
+      on_alloc(p, n, fn, ra);
+      return p;
+    }
+    std::new_handler h = std::get_new_handler();
+    if (!h) {
+      if (nothrow) return nullptr;
+      throw std::bad_alloc();
+    }
+    if (nothrow) {
+      try { h(); } catch (...) { return nullptr; }
+    } else {
+      h();
+    }
+  }
+}
+
+}  // namespace
+
+#define HS_NEW_EXPORT __attribute__((visibility("default")))
+
+HS_NEW_EXPORT void *operator new(size_t n) { return new_impl(n, kNew, RA(), false); }
+HS_NEW_EXPORT void *operator new[](size_t n) { return new_impl(n, kNewArray, RA(), false); }
+HS_NEW_EXPORT void *operator new(size_t n, const std::nothrow_t &) noexcept {
+  return new_impl(n, kNew, RA(), true);
+}
+HS_NEW_EXPORT void *operator new[](size_t n, const std::nothrow_t &) noexcept {
+  return new_impl(n, kNewArray, RA(), true);
+}
+HS_NEW_EXPORT void *operator new(size_t n, std::align_val_t a) {
+  return new_aligned_impl(n, a, kNew, RA(), false);
+}
+HS_NEW_EXPORT void *operator new[](size_t n, std::align_val_t a) {
+  return new_aligned_impl(n, a, kNewArray, RA(), false);
+}
+HS_NEW_EXPORT void *operator new(size_t n, std::align_val_t a, const std::nothrow_t &) noexcept {
+  return new_aligned_impl(n, a, kNew, RA(), true);
+}
+HS_NEW_EXPORT void *operator new[](size_t n, std::align_val_t a, const std::nothrow_t &) noexcept {
+  return new_aligned_impl(n, a, kNewArray, RA(), true);
+}
+
+HS_NEW_EXPORT void operator delete(void *p) noexcept { do_free(p); }
+HS_NEW_EXPORT void operator delete[](void *p) noexcept { do_free(p); }
+HS_NEW_EXPORT void operator delete(void *p, const std::nothrow_t &) noexcept { do_free(p); }
+HS_NEW_EXPORT void operator delete[](void *p, const std::nothrow_t &) noexcept { do_free(p); }
+HS_NEW_EXPORT void operator delete(void *p, size_t) noexcept { do_free(p); }
+HS_NEW_EXPORT void operator delete[](void *p, size_t) noexcept { do_free(p); }
+HS_NEW_EXPORT void operator delete(void *p, std::align_val_t) noexcept { do_free(p); }
+HS_NEW_EXPORT void operator delete[](void *p, std::align_val_t) noexcept { do_free(p); }
+HS_NEW_EXPORT void operator delete(void *p, std::align_val_t, const std::nothrow_t &) noexcept {
+  do_free(p);
+}
+HS_NEW_EXPORT void operator delete[](void *p, std::align_val_t, const std::nothrow_t &) noexcept {
+  do_free(p);
+}
+HS_NEW_EXPORT void operator delete(void *p, size_t, std::align_val_t) noexcept { do_free(p); }
+HS_NEW_EXPORT void operator delete[](void *p, size_t, std::align_val_t) noexcept { do_free(p); }
+
+// --- process end --------------------------------------------------------------------------------
+
+namespace {
+template <typename F>
+F next_fn(const char *name) {
+  return reinterpret_cast<F>(dlsym(RTLD_NEXT, name));
+}
+}  // namespace
+
+HS_EXPORT void _exit(int status) {
+  finish_before_process_ends("_exit");
+  static auto real = next_fn<void (*)(int)>("_exit");
+  real(status);
+  __builtin_unreachable();
+}
+
+HS_EXPORT void _Exit(int status) {
+  finish_before_process_ends("_exit");
+  static auto real = next_fn<void (*)(int)>("_Exit");
+  real(status);
+  __builtin_unreachable();
+}
+
+HS_EXPORT int execve(const char *path, char *const argv[], char *const envp[]) {
+  finish_before_process_ends("exec");
+  static auto real = next_fn<int (*)(const char *, char *const[], char *const[])>("execve");
+  return real(path, argv, envp);
+}
+
+HS_EXPORT int execv(const char *path, char *const argv[]) {
+  finish_before_process_ends("exec");
+  static auto real = next_fn<int (*)(const char *, char *const[])>("execv");
+  return real(path, argv);
+}
+
+HS_EXPORT int execvp(const char *file, char *const argv[]) {
+  finish_before_process_ends("exec");
+  static auto real = next_fn<int (*)(const char *, char *const[])>("execvp");
+  return real(file, argv);
+}
+
+HS_EXPORT int execvpe(const char *file, char *const argv[], char *const envp[]) {
+  finish_before_process_ends("exec");
+  static auto real = next_fn<int (*)(const char *, char *const[], char *const[])>("execvpe");
+  return real(file, argv, envp);
+}
+
+// execl* are variadic and glibc implements them without going through execve's PLT entry.
+namespace {
+constexpr int kMaxExecArgs = 4096;
+int collect_args(const char *arg0, va_list ap, char **argv, char ***envp_out) {
+  int n = 0;
+  argv[n++] = const_cast<char *>(arg0);
+  while (arg0 && n < kMaxExecArgs - 1) {
+    char *a = va_arg(ap, char *);
+    argv[n++] = a;
+    if (!a) break;
+  }
+  argv[kMaxExecArgs - 1] = nullptr;
+  if (envp_out) *envp_out = va_arg(ap, char **);
+  return n;
+}
+}  // namespace
+
+extern char **environ;
+
+HS_EXPORT int execl(const char *path, const char *arg, ...) {
+  char *argv[kMaxExecArgs];
+  va_list ap;
+  va_start(ap, arg);
+  collect_args(arg, ap, argv, nullptr);
+  va_end(ap);
+  return execve(path, argv, environ);
+}
+
+HS_EXPORT int execlp(const char *file, const char *arg, ...) {
+  char *argv[kMaxExecArgs];
+  va_list ap;
+  va_start(ap, arg);
+  collect_args(arg, ap, argv, nullptr);
+  va_end(ap);
+  return execvp(file, argv);
+}
+
+HS_EXPORT int execle(const char *path, const char *arg, ...) {
+  char *argv[kMaxExecArgs];
+  char **envp = nullptr;
+  va_list ap;
+  va_start(ap, arg);
+  collect_args(arg, ap, argv, &envp);
+  va_end(ap);
+  return execve(path, argv, envp);
+}
+
+// dlopen: RTLD_DEEPBIND would bind the library to libc's malloc, bypassing the shim, so the flag
+// is cleared. The call must stay a tail jump: glibc's dlopen looks at its return address to find
+// the calling object (whose RUNPATH resolves bare names), which must remain the program's.
+extern "C" {
+__attribute__((visibility("hidden"))) void *hs_real_dlopen = nullptr;
+}
+extern "C" __attribute__((visibility("hidden"))) void *hs_resolve_dlopen() {
+  if (!hs_real_dlopen) hs_real_dlopen = dlsym(RTLD_NEXT, "dlopen");
+  return hs_real_dlopen;
+}
+asm(R"(
+  .text
+  .globl dlopen
+  .type dlopen, @function
+dlopen:
+  .cfi_startproc
+  movq hs_real_dlopen(%rip), %rax
+  testq %rax, %rax
+  jnz 1f
+  pushq %rdi
+  .cfi_adjust_cfa_offset 8
+  pushq %rsi
+  .cfi_adjust_cfa_offset 8
+  subq $8, %rsp
+  .cfi_adjust_cfa_offset 8
+  call hs_resolve_dlopen
+  addq $8, %rsp
+  .cfi_adjust_cfa_offset -8
+  popq %rsi
+  .cfi_adjust_cfa_offset -8
+  popq %rdi
+  .cfi_adjust_cfa_offset -8
+1:
+  andl $-9, %esi
+  jmp *%rax
+  .cfi_endproc
+  .size dlopen, .-dlopen
+)");

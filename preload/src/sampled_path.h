@@ -1,0 +1,23 @@
+// Everything the shim does for a sampled allocation or the free of a sampled block: off the fast
+// path, under the thread's reentrancy guard.
+#pragma once
+#include <cstddef>
+#include <cstdint>
+
+#include "thread_state.h"
+
+namespace hs {
+
+// Called when the countdown ran out (or the thread is new). Returns whether this block of `size`
+// bytes is sampled; registers the thread on first use.
+bool reach_sample_point(ThreadLocal &t, size_t size);
+
+void record_alloc(ThreadLocal &t, const void *p, size_t size, uint8_t fn, uintptr_t ra);
+void record_free(ThreadLocal &t, const void *p);
+void record_realloc(ThreadLocal &t, const void *old_p, const void *new_p, size_t size, uintptr_t ra);
+
+// Thread exit (pthread key destructor).
+void thread_exit_handler(void *state);
+bool create_thread_key();
+
+}  // namespace hs

@@ -1,0 +1,109 @@
+// One byte of shadow per 16-byte granule of address space: what the shim knows about the block
+// that starts there, without a hash table on the malloc/free fast path.
+//
+// Why: exact totals (current heap in requested bytes, live blocks) need each block's requested
+// size at free time. A global hash table costs a cache miss and a lock per call; the shadow byte
+// sits next to its neighbours' (16x denser than the heap itself), so it follows the program's own
+// locality. Requested size = usable size (glibc's chunk header, cheap) - slack kept here.
+//
+// Encoding of a shadow byte:
+//   0            no block the shim saw allocated starts here
+//   bit 7        the block is sampled (its free is recorded as an event)
+//   1..126       slack (usable - requested) + 1
+//   127          large slack: the next 8 shadow bytes hold the requested size (only for blocks of
+//                at least 9 granules, whose shadow bytes past the first are otherwise unused)
+//
+// Layout: two levels, top[addr >> 30] -> leaf of 2^26 bytes (one per 1 GiB of address space),
+// leaves mmapped with MAP_NORESERVE on first use, so only touched pages cost memory.
+#pragma once
+#include <atomic>
+#include <cstdint>
+#include <cstring>
+
+#include "common.h"
+
+namespace hs::shadow {
+
+constexpr unsigned kGranuleShift = 4;
+constexpr unsigned kRegionShift = 30;
+constexpr unsigned kAddressBits = 47;
+constexpr size_t kTopEntries = size_t(1) << (kAddressBits - kRegionShift);
+constexpr size_t kLeafBytes = size_t(1) << (kRegionShift - kGranuleShift);
+constexpr uint8_t kSampledBit = 0x80;
+constexpr uint8_t kLargeSlack = 127;
+
+extern std::atomic<uint8_t *> top[kTopEntries];
+
+uint8_t *create_leaf(size_t index);  // slow path; nullptr if the mapping failed
+
+// Shadow byte of p, or nullptr if p has none yet (read-only lookup).
+HS_INLINE uint8_t *find(const void *p) {
+  uint64_t a = reinterpret_cast<uint64_t>(p);
+  size_t t = a >> kRegionShift;
+  if (HS_UNLIKELY(t >= kTopEntries)) return nullptr;
+  uint8_t *leaf = top[t].load(std::memory_order_acquire);
+  if (HS_UNLIKELY(!leaf)) return nullptr;
+  return leaf + ((a & ((uint64_t(1) << kRegionShift) - 1)) >> kGranuleShift);
+}
+
+// Shadow byte of p, creating the leaf if needed; nullptr only if memory is exhausted.
+HS_INLINE uint8_t *find_or_create(const void *p) {
+  uint64_t a = reinterpret_cast<uint64_t>(p);
+  size_t t = a >> kRegionShift;
+  if (HS_UNLIKELY(t >= kTopEntries)) return nullptr;
+  uint8_t *leaf = top[t].load(std::memory_order_acquire);
+  if (HS_UNLIKELY(!leaf)) leaf = create_leaf(t);
+  if (HS_UNLIKELY(!leaf)) return nullptr;
+  return leaf + ((a & ((uint64_t(1) << kRegionShift) - 1)) >> kGranuleShift);
+}
+
+// Records a block: its shadow byte (and, for large slack, the size in the following bytes).
+// Returns false if the block could not be recorded (then it is simply untracked).
+HS_INLINE bool mark(void *p, size_t requested, size_t usable, bool sampled) {
+  uint8_t *s = find_or_create(p);
+  if (HS_UNLIKELY(!s)) return false;
+  size_t slack = usable - requested;
+  if (HS_LIKELY(slack < 126)) {
+    *s = uint8_t(slack + 1) | (sampled ? kSampledBit : 0);
+    return true;
+  }
+  if (usable < 9 * 16) return false;  // cannot hold the size: leave untracked (never seen with glibc)
+  // The following 8 bytes may cross into the next leaf only if p is in the last 144 bytes of a
+  // 1 GiB region; find_or_create per byte keeps that case right.
+  uint64_t r = requested;
+  uint8_t *first = s;
+  uint64_t a = reinterpret_cast<uint64_t>(p);
+  for (int i = 0; i < 8; ++i) {
+    uint8_t *b = find_or_create(reinterpret_cast<void *>(a + uint64_t(i + 1) * 16));
+    if (!b) return false;
+    *b = uint8_t(r >> (8 * i));
+  }
+  *first = kLargeSlack | (sampled ? kSampledBit : 0);
+  return true;
+}
+
+// Requested size of the block whose shadow byte is v (non-zero).
+HS_INLINE size_t requested_size(const void *p, uint8_t v, size_t usable) {
+  uint8_t code = v & 0x7f;
+  if (HS_LIKELY(code != kLargeSlack)) return usable - (code - 1);
+  uint64_t a = reinterpret_cast<uint64_t>(p);
+  uint64_t r = 0;
+  for (int i = 0; i < 8; ++i) {
+    uint8_t *b = find(reinterpret_cast<void *>(a + uint64_t(i + 1) * 16));
+    r |= uint64_t(b ? *b : 0) << (8 * i);
+  }
+  return r;
+}
+
+// Forgets the block at p whose shadow byte s holds v (including a large block's size bytes, so
+// that no stale byte is left for a later, untracked block at those addresses).
+HS_INLINE void clear(const void *p, uint8_t *s, uint8_t v) {
+  *s = 0;
+  if (HS_UNLIKELY((v & 0x7f) == kLargeSlack)) {
+    uint64_t a = reinterpret_cast<uint64_t>(p);
+    for (int i = 0; i < 8; ++i)
+      if (uint8_t *b = find(reinterpret_cast<void *>(a + uint64_t(i + 1) * 16))) *b = 0;
+  }
+}
+
+}  // namespace hs::shadow

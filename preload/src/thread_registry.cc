@@ -1,0 +1,206 @@
+#include <pthread.h>
+#include <sys/syscall.h>
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cstring>
+#include <new>
+
+#include "private_heap.h"
+#include "thread_state.h"
+#include "tracer.h"
+
+namespace hs {
+
+__thread ThreadLocal t_local HS_TLS;
+
+namespace {
+
+pthread_mutex_t g_registry_mutex = PTHREAD_MUTEX_INITIALIZER;
+ThreadState *g_threads = nullptr;
+
+void fold_counters(ThreadLocal &t) {
+  Counters &c = t.counters;
+  auto take = [](uint64_t &from, std::atomic<uint64_t> &to) {
+    to.fetch_add(exchange_relaxed(from, uint64_t(0)), std::memory_order_relaxed);
+  };
+  take(c.alloc_calls, g_totals.alloc_calls);
+  take(c.free_calls, g_totals.free_calls);
+  take(c.bytes_allocated, g_totals.bytes_allocated);
+  take(c.bytes_freed, g_totals.bytes_freed);
+  take(c.realloc_calls, g_totals.realloc_calls);
+  take(c.realloc_moves, g_totals.realloc_moves);
+  take(c.foreign_frees, g_totals.foreign_frees);
+  take(c.sampled, g_totals.sampled);
+  fold_heap(t);
+}
+
+uint64_t read_rss() {
+  // statm's second field: resident pages. A raw read: no stdio (it would allocate).
+  int fd = open("/proc/self/statm", O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return 0;
+  char buf[128];
+  ssize_t n = read(fd, buf, sizeof(buf) - 1);
+  close(fd);
+  if (n <= 0) return 0;
+  buf[n] = 0;
+  const char *p = buf;
+  while (*p && *p != ' ') ++p;
+  uint64_t pages = 0;
+  while (*p == ' ') ++p;
+  while (*p >= '0' && *p <= '9') pages = pages * 10 + uint64_t(*p++ - '0');
+  return pages * uint64_t(sysconf(_SC_PAGESIZE));
+}
+
+}  // namespace
+
+void fold_heap(ThreadLocal &t) {
+  int64_t d = exchange_relaxed(t.counters.heap_delta, int64_t(0));
+  int64_t before = g_totals.heap.fetch_add(d, std::memory_order_relaxed);
+  int64_t candidate = before + (t.heap_delta_max > d ? t.heap_delta_max : d);
+  t.heap_delta_max = 0;
+  int64_t peak = g_totals.peak.load(std::memory_order_relaxed);
+  while (candidate > peak) {
+    if (g_totals.peak.compare_exchange_weak(peak, candidate, std::memory_order_relaxed)) {
+      g_totals.peak_time.store(coarse_rel_ns(), std::memory_order_relaxed);
+      break;
+    }
+  }
+}
+
+void registry_lock() { pthread_mutex_lock(&g_registry_mutex); }
+void registry_unlock() { pthread_mutex_unlock(&g_registry_mutex); }
+
+ThreadState *register_current_thread() {
+  void *mem = heap::alloc_zeroed(sizeof(ThreadState));
+  if (!mem) return nullptr;
+  auto *s = new (mem) ThreadState();
+  s->tid = uint32_t(syscall(SYS_gettid));
+  s->tls = &t_local;
+  registry_lock();
+  s->next = g_threads;
+  g_threads = s;
+  registry_unlock();
+  g_totals.threads_seen.fetch_add(1, std::memory_order_relaxed);
+  g_totals.live_threads.fetch_add(1, std::memory_order_relaxed);
+  return s;
+}
+
+void unregister_thread(ThreadState *s) {
+  registry_lock();
+  for (ThreadState **pp = &g_threads; *pp; pp = &(*pp)->next) {
+    if (*pp == s) { *pp = s->next; break; }
+  }
+  registry_unlock();
+  // Fold after unlinking so that the counters are never counted twice or not at all for long.
+  fold_counters(*s->tls);
+  outbox_lock();
+  s->lock.lock();
+  s->batch.serialize_to(outbox(), s->tid);
+  s->lock.unlock();
+  outbox_unlock();
+  g_totals.live_threads.fetch_sub(1, std::memory_order_relaxed);
+  s->~ThreadState();
+  heap::release(s);
+}
+
+void for_each_thread(void (*fn)(ThreadState *, void *), void *arg) {
+  registry_lock();
+  for (ThreadState *s = g_threads; s; s = s->next) fn(s, arg);
+  registry_unlock();
+}
+
+void registry_after_fork_child() {
+  // Only the forking thread survives. The others' TLS blocks are still mapped (fork copies the
+  // address space), so their counters can be folded in; then they leave the registry.
+  pthread_mutex_init(&g_registry_mutex, nullptr);
+  ThreadState *self = t_local.state;
+  ThreadState *s = g_threads;
+  g_threads = nullptr;
+  uint32_t live = 0;
+  while (s) {
+    ThreadState *next = s->next;
+    s->lock.reset();
+    if (s == self) {
+      s->next = g_threads;
+      g_threads = s;
+      s->tid = uint32_t(syscall(SYS_gettid));
+      s->batch.reset();  // the parent writes its own pending events
+      ++live;
+    } else {
+      fold_counters(*s->tls);
+      s->~ThreadState();
+      heap::release(s);
+    }
+    s = next;
+  }
+  g_totals.live_threads.store(live, std::memory_order_relaxed);
+}
+
+TotalsView read_totals() {
+  TotalsView v{};
+  v.alloc_calls = g_totals.alloc_calls.load(std::memory_order_relaxed);
+  v.free_calls = g_totals.free_calls.load(std::memory_order_relaxed);
+  v.bytes_allocated = g_totals.bytes_allocated.load(std::memory_order_relaxed);
+  v.bytes_freed = g_totals.bytes_freed.load(std::memory_order_relaxed);
+  v.realloc_calls = g_totals.realloc_calls.load(std::memory_order_relaxed);
+  v.realloc_moves = g_totals.realloc_moves.load(std::memory_order_relaxed);
+  v.foreign_frees = g_totals.foreign_frees.load(std::memory_order_relaxed);
+  v.sampled = g_totals.sampled.load(std::memory_order_relaxed);
+  v.heap = g_totals.heap.load(std::memory_order_relaxed);
+  int64_t max_pending = 0;
+  registry_lock();
+  for (ThreadState *s = g_threads; s; s = s->next) {
+    Counters &c = s->tls->counters;
+    v.alloc_calls += load_relaxed(c.alloc_calls);
+    v.free_calls += load_relaxed(c.free_calls);
+    v.bytes_allocated += load_relaxed(c.bytes_allocated);
+    v.bytes_freed += load_relaxed(c.bytes_freed);
+    v.realloc_calls += load_relaxed(c.realloc_calls);
+    v.realloc_moves += load_relaxed(c.realloc_moves);
+    v.foreign_frees += load_relaxed(c.foreign_frees);
+    v.sampled += load_relaxed(c.sampled);
+    int64_t d = load_relaxed(c.heap_delta);
+    v.heap += d;
+    if (d > max_pending) max_pending = d;
+  }
+  registry_unlock();
+  v.live_blocks = v.alloc_calls - v.free_calls;
+  int64_t peak = g_totals.peak.load(std::memory_order_relaxed);
+  v.peak_time = g_totals.peak_time.load(std::memory_order_relaxed);
+  v.time_ns = now_rel_ns();
+  if (v.heap > peak) {
+    peak = v.heap;
+    v.peak_time = v.time_ns;
+  }
+  v.peak = uint64_t(peak > 0 ? peak : 0);
+  v.threads_seen = g_totals.threads_seen.load(std::memory_order_relaxed);
+  uint32_t live = g_totals.live_threads.load(std::memory_order_relaxed);
+  v.peak_accuracy = live > 1 ? uint32_t(live * kFoldBytes) : 0;
+  v.dropped = g_totals.dropped_events.load(std::memory_order_relaxed);
+  v.rss = read_rss();
+  (void)max_pending;
+  return v;
+}
+
+void encode_totals(wire::Buf &b, const TotalsView &t) {
+  b.u64(1, t.time_ns);
+  b.u64(2, t.alloc_calls);
+  b.u64(3, t.free_calls);
+  b.u64(4, t.bytes_allocated);
+  b.u64(5, t.bytes_freed);
+  b.i64(6, t.heap);
+  b.u64(7, t.live_blocks);
+  b.u64(8, t.peak);
+  b.u64(9, t.peak_time);
+  b.u64(10, t.sampled);
+  b.u64(11, t.threads_seen);
+  b.u64(12, t.foreign_frees);
+  b.u64(13, t.rss);
+  b.u64(14, t.realloc_calls);
+  b.u64(15, t.realloc_moves);
+  b.u64(16, t.dropped);
+  b.u64(17, t.peak_accuracy);
+}
+
+}  // namespace hs

@@ -1,0 +1,101 @@
+// Per-thread state: the hot counters and sampling countdown live in initial-exec TLS (no pointer
+// chase, no allocation); everything needed only on the sampled path lives in a ThreadState in the
+// private heap, registered so the writer can flush it and read the counters of every live thread.
+#pragma once
+#include <atomic>
+#include <cstdint>
+
+#include "common.h"
+#include "event_batch.h"
+#include "spinlock.h"
+
+namespace hs {
+
+// TLS must be trivially initialized (a non-trivial thread_local would make glibc register a
+// destructor, which allocates), so counters are plain integers accessed with relaxed atomics:
+// plain loads and stores on x86-64, but well-defined when another thread reads them.
+template <typename T>
+HS_INLINE T load_relaxed(const T &v) { return __atomic_load_n(&v, __ATOMIC_RELAXED); }
+template <typename T>
+HS_INLINE void store_relaxed(T &v, T x) { __atomic_store_n(&v, x, __ATOMIC_RELAXED); }
+template <typename T>
+HS_INLINE T exchange_relaxed(T &v, T x) { return __atomic_exchange_n(&v, x, __ATOMIC_RELAXED); }
+HS_INLINE void bump(uint64_t &a, uint64_t d) { store_relaxed(a, load_relaxed(a) + d); }
+
+// Written only by the owning thread; read (relaxed) by whoever sums the totals.
+struct Counters {
+  uint64_t alloc_calls;
+  uint64_t free_calls;
+  uint64_t bytes_allocated;
+  uint64_t bytes_freed;
+  uint64_t realloc_calls;
+  uint64_t realloc_moves;
+  uint64_t foreign_frees;
+  uint64_t sampled;
+  int64_t heap_delta;  // not yet folded into the global heap figure
+};
+
+struct ThreadState;
+
+enum ThreadPhase : uint8_t { kThreadNew = 0, kThreadRegistered = 1, kThreadGone = 2 };
+
+struct ThreadLocal {
+  int64_t countdown;       // bytes until the next sample; < 0 means take the slow path
+  uint32_t guard;          // > 0 while inside the tracer: nested calls pass straight through
+  uint8_t phase;           // ThreadPhase
+  uint64_t rng;
+  int64_t heap_delta_max;  // highest heap_delta since the last fold (for an exact peak)
+  ThreadState *state;
+  Counters counters;
+};
+
+extern __thread ThreadLocal t_local HS_TLS;
+
+struct StackCacheEntry {
+  uint64_t hash;
+  uint32_t id;
+};
+
+struct ThreadState {
+  static constexpr uint32_t kStackCacheSize = 512;
+  uint32_t tid;
+  SpinLock lock;              // guards batch: the owner appends, the writer flushes
+  ThreadLocal *tls;           // the owner's TLS block, for its counters
+  ThreadState *next;          // registry list
+  StackCacheEntry stack_cache[kStackCacheSize];
+  EventBatch batch;
+};
+
+// Registry of live threads (their counters are summed into the totals).
+ThreadState *register_current_thread();  // nullptr if the private heap is exhausted
+void unregister_thread(ThreadState *s);  // folds its counters, flushes its events
+void for_each_thread(void (*fn)(ThreadState *, void *), void *arg);
+void registry_lock();
+void registry_unlock();
+void registry_after_fork_child();
+
+// Heap accounting. Each thread batches its heap delta and folds it into the global figure when it
+// moves by more than kFoldBytes; the peak is exact for a single thread and within
+// threads * kFoldBytes otherwise.
+constexpr int64_t kFoldBytes = 256 * 1024;
+void fold_heap(ThreadLocal &t);
+
+HS_INLINE void account_alloc(ThreadLocal &t, uint64_t size) {
+  bump(t.counters.alloc_calls, 1);
+  bump(t.counters.bytes_allocated, size);
+  int64_t d = load_relaxed(t.counters.heap_delta) + int64_t(size);
+  store_relaxed(t.counters.heap_delta, d);
+  if (d > t.heap_delta_max) {
+    t.heap_delta_max = d;
+    if (HS_UNLIKELY(d >= kFoldBytes)) fold_heap(t);
+  }
+}
+HS_INLINE void account_free(ThreadLocal &t, uint64_t size) {
+  bump(t.counters.free_calls, 1);
+  bump(t.counters.bytes_freed, size);
+  int64_t d = load_relaxed(t.counters.heap_delta) - int64_t(size);
+  store_relaxed(t.counters.heap_delta, d);
+  if (HS_UNLIKELY(d <= -kFoldBytes)) fold_heap(t);
+}
+
+}  // namespace hs

@@ -1,0 +1,173 @@
+// Start-up, shut-down and fork handling of the tracer.
+#include "tracer.h"
+
+#include <dlfcn.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "config.h"
+#include "module_map.h"
+#include "private_heap.h"
+#include "real_alloc.h"
+#include "sampled_path.h"
+#include "stack_table.h"
+#include "thread_state.h"
+#include "unwinder.h"
+
+namespace hs {
+
+std::atomic<int> g_state{kUninit};
+uint64_t g_start_ns = 0;
+int g_pid = 0;
+GlobalTotals g_totals;
+
+namespace {
+
+// --no-follow: take the shim out of LD_PRELOAD so that programs this one execs run untraced.
+void strip_from_ld_preload() {
+  const char *cur = getenv("LD_PRELOAD");
+  if (!cur) return;
+  Dl_info info;
+  if (!dladdr(reinterpret_cast<void *>(&strip_from_ld_preload), &info) || !info.dli_fname) return;
+  const char *self = strrchr(info.dli_fname, '/');
+  self = self ? self + 1 : info.dli_fname;
+  char out[4096];
+  size_t o = 0;
+  const char *p = cur;
+  while (*p) {
+    while (*p == ':' || *p == ' ') ++p;
+    const char *start = p;
+    while (*p && *p != ':' && *p != ' ') ++p;
+    size_t len = size_t(p - start);
+    if (!len) continue;
+    const char *base = start;
+    for (const char *q = start; q < p; ++q)
+      if (*q == '/') base = q + 1;
+    if (size_t(p - base) == strlen(self) && memcmp(base, self, size_t(p - base)) == 0) continue;
+    if (o + len + 2 >= sizeof(out)) return;
+    if (o) out[o++] = ':';
+    memcpy(out + o, start, len);
+    o += len;
+  }
+  out[o] = '\0';
+  if (o) setenv("LD_PRELOAD", out, 1);
+  else unsetenv("LD_PRELOAD");
+}
+
+void fork_prepare() {
+  if (!tracing()) return;
+  ++t_local.guard;
+  writer_fork_prepare();
+  registry_lock();
+  stack_table_lock();
+  modules::lock();
+  outbox_lock();
+}
+
+void fork_parent() {
+  if (!tracing()) return;
+  outbox_unlock();
+  modules::unlock();
+  stack_table_unlock();
+  registry_unlock();
+  writer_fork_parent();
+  --t_local.guard;
+}
+
+void fork_child() {
+  if (!tracing()) return;
+  int parent = g_pid;
+  g_pid = getpid();
+  writer_after_fork_child();
+  modules::after_fork_child();
+  stack_table_after_fork_child();
+  registry_after_fork_child();
+  if (config.fork_mode == ForkMode::stop) {
+    g_state.store(kStopped);
+    --t_local.guard;
+    return;
+  }
+  // The child continues the parent's figures (its heap is a copy) in a file of its own.
+  if (!writer_open_capture(true, parent) || !writer_start_thread()) {
+    g_state.store(kStopped);
+    writer_note_failure("cannot start the capture of a forked child");
+  } else if (ThreadState *s = t_local.state) {
+    outbox_lock();
+    wire::RecordMark m = wire::begin_record(outbox(), wire::kThread);
+    outbox().u64(1, s->tid);
+    outbox().boolean(3, true);
+    wire::end_record(outbox(), m);
+    outbox_unlock();
+  }
+  --t_local.guard;
+}
+
+}  // namespace
+
+void stop_tracing(const char *why) {
+  int expected = kActive;
+  if (!g_state.compare_exchange_strong(expected, kStopped)) return;
+  writer_note_failure(why);
+}
+
+__attribute__((constructor)) void heapsnap_start() {
+  int expected = kUninit;
+  if (!g_state.compare_exchange_strong(expected, kStarting)) return;
+  ErrnoSaver es;
+  ++t_local.guard;
+  real::resolve_next();
+  if (!read_config()) {
+    g_state.store(kStopped);
+    --t_local.guard;
+    return;
+  }
+  if (config.no_follow_exec) strip_from_ld_preload();
+  g_pid = getpid();
+  g_start_ns = mono_ns();
+  const char *failure = nullptr;
+  if (!heap::init()) failure = "cannot load libmimalloc.so.2 (apt-get install libmimalloc2.0)";
+  if (!failure) {
+    unwind::init();
+    create_thread_key();
+    if (!writer_open_capture(false, 0)) failure = "cannot create the output file";
+  }
+  if (!failure) {
+    pthread_atfork(fork_prepare, fork_parent, fork_child);
+    // The main thread registers now so that its ThreadEvent comes first.
+    t_local.countdown = 0;
+    if (!writer_start_thread()) failure = "cannot start the writer thread";
+  }
+  if (failure) {
+    g_state.store(kStopped);
+    config.debug = true;
+    writer_note_failure(failure);
+  } else {
+    g_state.store(kActive);
+  }
+  --t_local.guard;
+}
+
+// Runs after the program's atexit handlers and static destructors (our constructor ran before
+// the executable's), so the final totals see what memcheck's leak check would see.
+__attribute__((destructor)) void heapsnap_finish() {
+  if (!tracing() || getpid() != g_pid) return;
+  ErrnoSaver es;
+  ++t_local.guard;
+  g_state.store(kStopped);
+  writer_finish("exit");
+  --t_local.guard;
+}
+
+// _exit, exec: the process ends without destructors; the capture is finished first.
+void finish_before_process_ends(const char *reason) {
+  if (!tracing() || getpid() != g_pid) return;  // getpid differs in a vfork child: hands off
+  ErrnoSaver es;
+  ++t_local.guard;
+  g_state.store(kStopped);
+  writer_finish(reason);
+  --t_local.guard;
+}
+
+}  // namespace hs

@@ -1,0 +1,258 @@
+#!/usr/bin/env python3
+"""Integration tests of `heapsnap record` + `heapsnap summary` on programs with known allocations.
+
+Each case runs a test program natively and under the shim for two sizes N1 < N2. The traced run
+must print the same bytes and exit the same way as the native one, and the difference between
+the two traced runs' exact totals must be exactly what the program's code does (the C runtime's
+own allocations are the same in both runs and cancel out).
+
+usage: capture_cases.py CASE --heapsnap BIN --c-prog PROG --cxx-prog PROG --workdir DIR
+Exit status: 0 pass, 1 fail, 77 skipped (meson's convention).
+"""
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+
+N1, N2 = 1000, 3000
+
+
+def fail(msg):
+    print("FAIL:", msg)
+    sys.exit(1)
+
+
+def check(cond, msg):
+    if not cond:
+        fail(msg)
+    print("ok:", msg)
+
+
+class Runner:
+    def __init__(self, a):
+        self.a = a
+        self.work = a.workdir
+        os.makedirs(self.work, exist_ok=True)
+
+    def native(self, prog, *args):
+        return subprocess.run([prog, *map(str, args)], capture_output=True, timeout=120)
+
+    def record(self, name, prog, *args, sample="1", extra=()):
+        out = os.path.join(self.work, name + ".hsnap")
+        for f in os.listdir(self.work):
+            if f.startswith(name + ".hsnap"):
+                os.unlink(os.path.join(self.work, f))
+        cmd = [self.a.heapsnap, "record", "-q", "-o", out, "--sample-bytes", sample, *extra, "--",
+               prog, *map(str, args)]
+        r = subprocess.run(cmd, capture_output=True, timeout=300)
+        return r, out
+
+    def summary(self, path):
+        r = subprocess.run([self.a.heapsnap, "summary", "--json", path], capture_output=True,
+                           timeout=120)
+        if r.returncode != 0:
+            fail("summary %s failed: %s" % (path, r.stderr.decode()))
+        return json.loads(r.stdout)
+
+    def same_behaviour(self, prog, *args, sample="1"):
+        nat = self.native(prog, *args)
+        tr, path = self.record("same-" + os.path.basename(prog) + "-" + "-".join(map(str, args)),
+                               prog, *args, sample=sample)
+        check(tr.stdout == nat.stdout, "%s %s: traced stdout equals native" % (os.path.basename(prog), args))
+        check(tr.stderr == nat.stderr, "%s %s: traced stderr equals native" % (os.path.basename(prog), args))
+        check(tr.returncode == nat.returncode,
+              "%s %s: exit status %d equals native %d" % (os.path.basename(prog), args, tr.returncode, nat.returncode))
+        return path
+
+    def delta(self, prog, mode, sample="1"):
+        s = []
+        for n in (N1, N2):
+            r, path = self.record("%s-%s-%d-%s" % (os.path.basename(prog), mode, n, sample), prog, mode, n,
+                                  sample=sample)
+            if r.returncode != 0:
+                fail("%s %s %d exited %d: %s" % (prog, mode, n, r.returncode, r.stderr.decode()))
+            j = self.summary(path)
+            check(not j["truncated"], "%s %d: capture complete (not truncated)" % (mode, n))
+            check(j["problems"] == [], "%s %d: no reader problems" % (mode, n))
+            s.append(j)
+        return s[0], {k: (s[1][k] - s[0][k]) for k in s[0] if isinstance(s[0][k], (int, float)) and not isinstance(s[0][k], bool)}, s[1]
+
+
+def size_sum(f):
+    return sum(f(i) for i in range(N1, N2))
+
+
+def case_malloc(r, a):
+    for sample in ("1", "65536"):
+        _, d, _ = r.delta(a.c_prog, "malloc", sample)
+        check(d["alloc_calls"] == N2 - N1, "malloc (sample %s): alloc_calls delta %d == %d" % (sample, d["alloc_calls"], N2 - N1))
+        check(d["free_calls"] == N2 - N1, "malloc: free_calls delta %d" % d["free_calls"])
+        want = size_sum(lambda i: i % 100 + 1)
+        check(d["bytes_allocated"] == want, "malloc: bytes_allocated delta %d == %d" % (d["bytes_allocated"], want))
+        check(d["leaked_blocks"] == 0 and d["leaked_bytes"] == 0, "malloc: nothing more leaked")
+        if sample == "1":
+            check(d["sampled_allocs"] == N2 - N1, "every-allocation mode samples each malloc (%d)" % d["sampled_allocs"])
+            check(d["sampled_frees"] == N2 - N1, "every-allocation mode records each free (%d)" % d["sampled_frees"])
+    r.same_behaviour(a.c_prog, "malloc", 100)
+
+
+def case_calloc(r, a):
+    _, d, _ = r.delta(a.c_prog, "calloc")
+    check(d["alloc_calls"] == N2 - N1, "calloc: alloc_calls delta")
+    want = size_sum(lambda i: 3 * (i % 100 + 1))
+    check(d["bytes_allocated"] == want, "calloc: bytes delta %d == %d" % (d["bytes_allocated"], want))
+
+
+def case_realloc(r, a):
+    _, d, last = r.delta(a.c_prog, "realloc")
+    check(d["alloc_calls"] == N2 - N1, "realloc chain: alloc_calls delta %d" % d["alloc_calls"])
+    check(d["free_calls"] == N2 - N1, "realloc chain: free_calls delta %d" % d["free_calls"])
+    check(d["realloc_calls"] == N2 - N1, "realloc chain: realloc_calls delta %d" % d["realloc_calls"])
+    want = size_sum(lambda i: 16 * (i + 1))
+    check(d["bytes_allocated"] == want, "realloc chain: bytes delta %d == %d" % (d["bytes_allocated"], want))
+    check(d["sampled_reallocs"] == N2 - N1, "realloc chain: sampled block keeps identity through %d reallocs" % d["sampled_reallocs"])
+    check(d["leaked_blocks"] == 0, "realloc chain: nothing leaked")
+
+
+def case_aligned(r, a):
+    _, d, _ = r.delta(a.c_prog, "aligned")
+    check(d["alloc_calls"] == 4 * (N2 - N1), "aligned: 4 allocations per round (%d)" % d["alloc_calls"])
+    check(d["free_calls"] == 4 * (N2 - N1), "aligned: 4 frees per round")
+    want = size_sum(lambda i: 3 * (i % 100 + 1) + 256)
+    check(d["bytes_allocated"] == want, "aligned: bytes delta %d == %d" % (d["bytes_allocated"], want))
+    r.same_behaviour(a.c_prog, "aligned", 10)
+
+
+def case_leak(r, a):
+    _, d, _ = r.delta(a.c_prog, "leak")
+    check(d["leaked_blocks"] == N2 - N1, "leak: leaked_blocks delta %d" % d["leaked_blocks"])
+    check(d["leaked_bytes"] == 100 * (N2 - N1), "leak: leaked_bytes delta %d" % d["leaked_bytes"])
+
+
+def case_peak(r, a):
+    for sample in ("1", "65536"):
+        _, d, _ = r.delta(a.c_prog, "peak", sample)
+        want = 1008 * (N2 - N1)
+        check(d["peak_heap_bytes"] == want, "peak (sample %s): peak delta %d == %d" % (sample, d["peak_heap_bytes"], want))
+
+
+def case_threads(r, a):
+    _, d, last = r.delta(a.c_prog, "threads")
+    check(d["alloc_calls"] == 4 * (N2 - N1), "threads: alloc_calls delta %d" % d["alloc_calls"])
+    check(d["free_calls"] == 4 * (N2 - N1), "threads: cross-thread frees counted (%d)" % d["free_calls"])
+    check(d["leaked_blocks"] == 0, "threads: nothing leaked")
+    check(last["threads"] == 5, "threads: main + 4 workers seen (%d)" % last["threads"])
+    r.same_behaviour(a.c_prog, "threads", 100)
+
+
+def case_fork(r, a):
+    counts = []
+    for n in (N1, N2):
+        tr, path = r.record("fork-%d" % n, a.c_prog, "fork", n)
+        check(tr.returncode == 0, "fork: traced program exits 0")
+        kids = [f for f in os.listdir(r.work) if f.startswith("fork-%d.hsnap." % n)]
+        check(len(kids) == 1, "fork %d: the child wrote its own capture (%s)" % (n, kids))
+        child = r.summary(os.path.join(r.work, kids[0]))
+        parent = r.summary(path)
+        check(child["fork_child"] and not parent["fork_child"], "fork: child capture is marked as such")
+        check(child["pid"] != parent["pid"], "fork: child capture has the child's pid")
+        counts.append((parent["alloc_calls"], child["alloc_calls"]))
+    dp = counts[1][0] - counts[0][0]
+    dc = counts[1][1] - counts[0][1]
+    check(dp == N2 - N1, "fork: parent alloc_calls delta %d == %d" % (dp, N2 - N1))
+    check(dc == 3 * (N2 - N1), "fork: child continues the parent's totals plus its own (%d)" % dc)
+
+
+def case_killed(r, a):
+    tr, path = r.record("killed", a.c_prog, "killed", N2)
+    check(tr.returncode == 128 + 9, "killed: record exits 128+9 (%d)" % tr.returncode)
+    j = r.summary(path)
+    check(j["truncated"], "killed: summary says truncated")
+    check(j["alloc_calls"] >= N2, "killed: the flushed frames hold all %d allocations (%d)" % (N2, j["alloc_calls"]))
+    check(j["sampled_allocs"] >= N2, "killed: sampled events before the kill are readable (%d)" % j["sampled_allocs"])
+
+
+def case_errno(r, a):
+    r.same_behaviour(a.c_prog, "errno", 1)
+    r.same_behaviour(a.c_prog, "errno", 1, sample="65536")
+
+
+def case_cxx(r, a):
+    per = {"new": (1, 1, lambda i: 16), "array": (1, 1, lambda i: 4 * (i % 50 + 1)),
+           "aligned": (2, 2, lambda i: 128 + 384), "nothrow": (1, 1, lambda i: 16)}
+    for mode, (na, nf, sz) in per.items():
+        _, d, _ = r.delta(a.cxx_prog, mode)
+        check(d["alloc_calls"] == na * (N2 - N1), "c++ %s: alloc_calls delta %d" % (mode, d["alloc_calls"]))
+        check(d["free_calls"] == nf * (N2 - N1), "c++ %s: free_calls delta %d" % (mode, d["free_calls"]))
+        want = size_sum(sz)
+        check(d["bytes_allocated"] == want, "c++ %s: bytes delta %d == %d" % (mode, d["bytes_allocated"], want))
+    _, d, _ = r.delta(a.cxx_prog, "list_leak")
+    check(d["leaked_blocks"] == N2 - N1 and d["leaked_bytes"] == 16 * (N2 - N1), "c++ leaked list counted exactly")
+    r.same_behaviour(a.cxx_prog, "badalloc", 1)
+    r.same_behaviour(a.cxx_prog, "aligned", 10)
+
+
+def case_python_vs_heaptrack(r, a):
+    if not shutil.which("heaptrack") or not shutil.which("heaptrack_print"):
+        print("SKIP: heaptrack not installed")
+        sys.exit(77)
+    script = os.path.join(r.work, "dicts.py")
+    with open(script, "w") as f:
+        f.write("d = {}\nfor i in range(100000):\n    d['k%d' % i] = [i, str(i)]\n"
+                "for i in range(0, 100000, 3):\n    del d['k%d' % i]\nprint(len(d))\n")
+    env = dict(os.environ, PYTHONMALLOC="malloc", PYTHONHASHSEED="0")
+    out = os.path.join(r.work, "py.hsnap")
+    if os.path.exists(out):
+        os.unlink(out)
+    rr = subprocess.run([a.heapsnap, "record", "-q", "-o", out, "--", "/usr/bin/python3", script],
+                        env=env, capture_output=True, timeout=300)
+    check(rr.returncode == 0, "python under heapsnap exits 0")
+    j = r.summary(out)
+    ht = os.path.join(r.work, "py.heaptrack")
+    for f in os.listdir(r.work):
+        if f.startswith("py.heaptrack"):
+            os.unlink(os.path.join(r.work, f))
+    subprocess.run(["heaptrack", "-o", ht, "/usr/bin/python3", script], env=env, capture_output=True, timeout=600)
+    files = [f for f in os.listdir(r.work) if f.startswith("py.heaptrack")]
+    check(len(files) == 1, "heaptrack wrote its file")
+    p = subprocess.run(["heaptrack_print", "-p", "0", "-a", "0", "-T", "0", "-l", "0", "-n", "0",
+                        os.path.join(r.work, files[0])], capture_output=True, text=True, timeout=600)
+    calls = peak = None
+    for line in p.stdout.splitlines():
+        if line.startswith("total runtime"):
+            continue
+        if "calls to allocation functions" in line:
+            calls = int(line.split(":")[1].split()[0])
+        if line.startswith("peak heap memory consumption"):
+            peak = parse_size(line.split(":")[1].strip())
+    check(calls is not None and peak is not None, "heaptrack_print reported calls (%s) and peak (%s)" % (calls, peak))
+    print("heapsnap alloc_calls %d vs heaptrack %d; peak %d vs %d" % (j["alloc_calls"], calls, j["peak_heap_bytes"], peak))
+    check(abs(j["alloc_calls"] - calls) <= 0.005 * calls, "allocation calls within 0.5% of heaptrack's")
+    check(abs(j["peak_heap_bytes"] - peak) <= 0.02 * peak, "peak heap within 2% of heaptrack's")
+
+
+def parse_size(s):
+    num, unit = s.split()[0], s.split()[1] if len(s.split()) > 1 else "B"
+    # heaptrack prints e.g. "12.34M" or "12.34MB"
+    for suffix, mult in (("K", 1e3), ("M", 1e6), ("G", 1e9)):
+        if num.endswith(suffix):
+            return float(num[:-1]) * mult
+    mult = {"B": 1, "KB": 1e3, "MB": 1e6, "GB": 1e9, "K": 1e3, "M": 1e6, "G": 1e9}.get(unit, 1)
+    return float(num) * mult
+
+
+CASES = {k[5:]: v for k, v in globals().items() if k.startswith("case_")}
+
+if __name__ == "__main__":
+    ap = argparse.ArgumentParser()
+    ap.add_argument("case", choices=sorted(CASES))
+    ap.add_argument("--heapsnap", required=True)
+    ap.add_argument("--c-prog", required=True)
+    ap.add_argument("--cxx-prog", required=True)
+    ap.add_argument("--workdir", required=True)
+    a = ap.parse_args()
+    a.workdir = os.path.join(a.workdir, a.case)
+    CASES[a.case](Runner(a), a)
+    print("PASS")

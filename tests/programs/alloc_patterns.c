@@ -1,0 +1,152 @@
+// A traced program with exactly known allocation behaviour: `alloc_patterns MODE N`.
+// The integration tests run it for two values of N and check that heapsnap's exact totals differ
+// by exactly what the code below does (the C runtime's own allocations cancel out).
+#define _GNU_SOURCE
+#include <errno.h>
+#include <malloc.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+static long n;
+
+static size_t size_of(long i) { return (size_t)(i % 100) + 1; }
+
+static void *sink;  // keeps the compiler from dropping allocations
+
+static void mode_malloc(void) {
+  for (long i = 0; i < n; ++i) {
+    void *p = malloc(size_of(i));
+    sink = p;
+    free(p);
+  }
+}
+
+static void mode_calloc(void) {
+  for (long i = 0; i < n; ++i) {
+    char *p = calloc(size_of(i), 3);
+    if (p[0]) abort();
+    free(p);
+  }
+}
+
+static void mode_realloc(void) {
+  void *p = NULL;
+  for (long i = 0; i < n; ++i) p = realloc(p, (size_t)(i + 1) * 16);
+  free(p);
+}
+
+static void mode_aligned(void) {
+  for (long i = 0; i < n; ++i) {
+    void *a, *b, *c, *d;
+    if (posix_memalign(&a, 64, size_of(i)) != 0) abort();
+    b = aligned_alloc(128, 256);
+    c = memalign(32, size_of(i));
+    d = valloc(size_of(i));
+    if ((unsigned long)a % 64 || (unsigned long)b % 128 || (unsigned long)c % 32) abort();
+    free(a); free(b); free(c); free(d);
+  }
+  // A bad alignment fails with EINVAL and allocates nothing.
+  void *bad;
+  if (posix_memalign(&bad, 3, 16) != EINVAL) abort();
+}
+
+static void mode_leak(void) {
+  for (long i = 0; i < n; ++i) sink = malloc(100);
+}
+
+static void mode_peak(void) {
+  // Peak = n blocks of 1000 bytes live at once, then all freed.
+  void **blocks = malloc(sizeof(void *) * (size_t)(n ? n : 1));
+  for (long i = 0; i < n; ++i) blocks[i] = malloc(1000);
+  for (long i = 0; i < n; ++i) free(blocks[i]);
+  free(blocks);
+}
+
+#define THREADS 4
+static void *thread_blocks[THREADS];
+static void *thread_main(void *arg) {
+  long t = (long)arg;
+  void **mine = malloc(sizeof(void *) * (size_t)(n ? n : 1));
+  for (long i = 0; i < n; ++i) mine[i] = malloc(size_of(i));
+  thread_blocks[t] = mine;
+  return NULL;
+}
+static void mode_threads(void) {
+  pthread_t th[THREADS];
+  for (long t = 0; t < THREADS; ++t) pthread_create(&th[t], NULL, thread_main, (void *)t);
+  for (long t = 0; t < THREADS; ++t) pthread_join(th[t], NULL);
+  // Freed by another thread than the one that allocated them.
+  for (long t = 0; t < THREADS; ++t) {
+    void **mine = thread_blocks[t];
+    for (long i = 0; i < n; ++i) free(mine[i]);
+    free(mine);
+  }
+}
+
+static void mode_fork(void) {
+  for (long i = 0; i < n; ++i) free(malloc(10));
+  fflush(stdout);
+  pid_t pid = fork();
+  if (pid == 0) {
+    for (long i = 0; i < 2 * n; ++i) free(malloc(20));
+    exit(0);
+  }
+  int st;
+  waitpid(pid, &st, 0);
+  printf("child %d exited %d\n", (int)pid, WEXITSTATUS(st));
+}
+
+static void mode_killed(void) {
+  for (long i = 0; i < n; ++i) sink = malloc(1000);
+  // Long enough for the shim's periodic flush; then die without any chance to clean up.
+  struct timespec ts = {0, 400 * 1000 * 1000};
+  nanosleep(&ts, NULL);
+  kill(getpid(), SIGKILL);
+}
+
+static void mode_errno(void) {
+  // errno must come out of every allocation call as the program left it.
+  errno = 1234;
+  void *p = malloc(10);
+  printf("after malloc: %d\n", errno);
+  p = realloc(p, 1000);
+  printf("after realloc: %d\n", errno);
+  free(p);
+  printf("after free: %d\n", errno);
+  free(NULL);
+  printf("after free(NULL): %d\n", errno);
+  p = calloc(4, 4);
+  free(p);
+  printf("after calloc/free: %d\n", errno);
+}
+
+int main(int argc, char **argv) {
+  if (argc < 3) {
+    fprintf(stderr, "usage: alloc_patterns MODE N\n");
+    return 2;
+  }
+  n = atol(argv[2]);
+  const char *m = argv[1];
+  if (!strcmp(m, "malloc")) mode_malloc();
+  else if (!strcmp(m, "calloc")) mode_calloc();
+  else if (!strcmp(m, "realloc")) mode_realloc();
+  else if (!strcmp(m, "aligned")) mode_aligned();
+  else if (!strcmp(m, "leak")) mode_leak();
+  else if (!strcmp(m, "peak")) mode_peak();
+  else if (!strcmp(m, "threads")) mode_threads();
+  else if (!strcmp(m, "fork")) mode_fork();
+  else if (!strcmp(m, "killed")) mode_killed();
+  else if (!strcmp(m, "errno")) mode_errno();
+  else {
+    fprintf(stderr, "unknown mode %s\n", m);
+    return 2;
+  }
+  printf("done %s %ld\n", m, n);
+  return 0;
+}

@@ -2,6 +2,7 @@
 // into an EventBatch record is a few memcpy's (see proto/heapsnap.proto, EventBatch).
 #pragma once
 #include <cstdint>
+#include <cstring>
 
 #include "common.h"
 #include "wire_encoder.h"
@@ -14,27 +15,62 @@ struct EventBatch {
   static constexpr uint32_t kMaxEvents = 1024;
 
   uint32_t count = 0;
-  uint32_t time_len = 0, addr_len = 0, size_len = 0, stack_len = 0, fn_len = 0, pool_len = 0;
+  uint32_t time_len = 0, addr_len = 0, size_len = 0, stack_len = 0, fn_len = 0, pool_len = 0,
+           id_len = 0, ref_len = 0, moved_len = 0;
   uint64_t base_time = 0;     // ns since capture start of the first event
   uint64_t last_time = 0;
-  uint64_t last_addr_d = disguise(uint64_t(0));  // previous address, disguised
+  uint64_t base_id = 0;       // the thread's latest id when the batch began
+  uint64_t last_id = 0;       // the thread's latest id (kept across batches)
+  uint64_t last_addr_d = disguise(uint64_t(0));  // previous pool address, disguised
   uint8_t kind[kMaxEvents];
   uint8_t time[kMaxEvents * 10];
-  uint8_t addr[kMaxEvents * 20];
+  uint8_t addr[kMaxEvents * 10];
   uint8_t size[kMaxEvents * 10];
   uint8_t stack[kMaxEvents * 5];
   uint8_t fn[kMaxEvents];
   uint8_t pool[kMaxEvents * 5];
+  uint8_t id[kMaxEvents * 10];
+  uint8_t ref[kMaxEvents * 10];
+  uint8_t moved[kMaxEvents];
+
+  // See proto/heapsnap.proto, EventBatch: per-site cursors of the last freed id.
+  static constexpr uint32_t kSiteSlots = 1024;
+  struct SiteCursor {
+    uint32_t stack;  // 0 = empty (stack ids start at 1)
+    uint64_t last_freed;
+  };
+  SiteCursor cursor[kSiteSlots];
 
   bool full() const { return count == kMaxEvents; }
   bool empty() const { return count == 0; }
 
   void begin(EventKind k, uint64_t t) {
-    if (count == 0) { base_time = t; last_time = t; last_addr_d = disguise(uint64_t(0)); }
+    if (count == 0) {
+      base_time = t;
+      last_time = t;
+      base_id = last_id;
+      last_addr_d = disguise(uint64_t(0));
+      memset(cursor, 0, sizeof(cursor));
+    }
     kind[count++] = k;
     uint64_t d = t >= last_time ? t - last_time : 0;
     last_time = t > last_time ? t : last_time;
     time_len = uint32_t(wire::put_varint(time + time_len, d) - time);
+  }
+  void new_id(uint64_t v) {
+    id_len = uint32_t(wire::put_varint(id + id_len, wire::zigzag(int64_t(v - last_id))) - id);
+    last_id = v;
+  }
+  // FREE: the block's allocation stack, then its id relative to the site's previous free.
+  void freed_block(uint64_t v, uint32_t site) {
+    stack_id(site);
+    SiteCursor &c = cursor[site % kSiteSlots];
+    int64_t delta = (site && c.stack == site) ? int64_t(c.last_freed - v) : int64_t(last_id - v);
+    c = {site, v};
+    ref_len = uint32_t(wire::put_varint(ref + ref_len, wire::zigzag(delta)) - ref);
+  }
+  void block_ref(uint64_t v) {
+    ref_len = uint32_t(wire::put_varint(ref + ref_len, wire::zigzag(int64_t(last_id - v))) - ref);
   }
   void address(uint64_t a) {
     int64_t delta = int64_t(a - reveal(last_addr_d));
@@ -42,9 +78,10 @@ struct EventBatch {
     addr_len = uint32_t(wire::put_varint(addr + addr_len, wire::zigzag(delta)) - addr);
   }
   void block_size(uint64_t s) { size_len = uint32_t(wire::put_varint(size + size_len, s) - size); }
-  void stack_id(uint32_t id) { stack_len = uint32_t(wire::put_varint(stack + stack_len, id) - stack); }
+  void stack_id(uint32_t v) { stack_len = uint32_t(wire::put_varint(stack + stack_len, v) - stack); }
   void alloc_fn(uint8_t f) { fn[fn_len++] = f; }
-  void pool_id(uint32_t id) { pool_len = uint32_t(wire::put_varint(pool + pool_len, id) - pool); }
+  void was_moved(bool m) { moved[moved_len++] = m ? 1 : 0; }
+  void pool_id(uint32_t v) { pool_len = uint32_t(wire::put_varint(pool + pool_len, v) - pool); }
 
   // Appends this batch as one length-delimited Record{events} to out, then empties it.
   void serialize_to(wire::Buf &out, uint32_t tid) {
@@ -59,11 +96,16 @@ struct EventBatch {
     if (stack_len) out.len(7, stack, stack_len);
     if (fn_len) out.len(8, fn, fn_len);
     if (pool_len) out.len(9, pool, pool_len);
+    out.u64(10, base_id);
+    if (id_len) out.len(11, id, id_len);
+    if (ref_len) out.len(12, ref, ref_len);
+    if (moved_len) out.len(13, moved, moved_len);
     wire::end_record(out, m);
     reset();
   }
   void reset() {
     count = time_len = addr_len = size_len = stack_len = fn_len = pool_len = 0;
+    id_len = ref_len = moved_len = 0;
   }
 };
 

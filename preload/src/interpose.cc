@@ -9,10 +9,12 @@
 #include <new>
 
 #include "real_alloc.h"
+#include "sampled_blocks.h"
 #include "sampled_path.h"
 #include "shadow_map.h"
 #include "thread_state.h"
 #include "tracer.h"
+#include "usable_size.h"
 
 namespace hs {
 void finish_before_process_ends(const char *reason);
@@ -27,7 +29,7 @@ enum Fn : uint8_t { kMalloc = 0, kCalloc = 1, kReallocFn = 2, kMemalign = 3, kNe
 HS_INLINE void on_alloc(void *p, size_t size, uint8_t fn, uintptr_t ra) {
   ThreadLocal &t = t_local;
   if (HS_UNLIKELY(!p || !tracing() || t.guard)) return;
-  size_t usable = real::fn.usable_size(p);
+  size_t usable = usable::of(p);
   t.countdown -= int64_t(size);
   bool sampled = false;
   if (HS_UNLIKELY(t.countdown <= 0)) sampled = reach_sample_point(t, size);
@@ -46,7 +48,7 @@ HS_INLINE void on_free(void *p) {
     if (!t.guard) bump(t.counters.foreign_frees, 1);
     return;
   }
-  size_t size = shadow::requested_size(p, v, real::fn.usable_size(p));
+  size_t size = shadow::requested_size(p, v, usable::of(p));
   // Cleared before the real free: once freed, another thread may get this address and mark it.
   shadow::clear(p, s, v);
   if (HS_UNLIKELY(t.guard)) {
@@ -98,13 +100,26 @@ void *do_realloc(void *old, size_t n, uintptr_t ra) {
   uint8_t *s = shadow::find(old);
   uint8_t v = s ? *s : 0;
   size_t old_size = 0;
+  sampled_blocks::Name id{};
+  bool named = false;
   if (v) {
-    old_size = shadow::requested_size(old, v, real::fn.usable_size(old));
-    shadow::clear(old, s, v);  // before the real realloc: the old address may be reused at once
+    old_size = shadow::requested_size(old, v, usable::of(old));
+    // Before the real realloc: once it returns, the old address may already be reused.
+    shadow::clear(old, s, v);
+    if (v & shadow::kSampledBit) {
+      ++t.guard;
+      named = sampled_blocks::take(old, &id);
+      --t.guard;
+    }
   }
   void *q = real::fn.realloc(old, n);
   if (!q) {
-    if (v) shadow::mark(old, old_size, real::fn.usable_size(old), v & shadow::kSampledBit);
+    if (v) shadow::mark(old, old_size, usable::of(old), v & shadow::kSampledBit);
+    if (named) {
+      ++t.guard;
+      sampled_blocks::insert(old, id);
+      --t.guard;
+    }
     return q;
   }
   bump(t.counters.realloc_calls, 1);
@@ -115,22 +130,22 @@ void *do_realloc(void *old, size_t n, uintptr_t ra) {
     on_alloc(q, n, kReallocFn, ra);
     return q;
   }
-  size_t usable = real::fn.usable_size(q);
+  size_t usable = usable::of(q);
   bool was_sampled = v & shadow::kSampledBit;
   bool sampled = was_sampled;
   if (!was_sampled) {
     t.countdown -= int64_t(n);
     if (HS_UNLIKELY(t.countdown <= 0)) sampled = reach_sample_point(t, n);
   }
-  if (!shadow::mark(q, n, usable, sampled)) {
+  if (!shadow::mark(q, n, usable, sampled && (named || !was_sampled))) {
     account_free(t, old_size);
-    if (was_sampled) record_free(t, old);
+    if (named) record_free_id(t, id);
     return q;
   }
   account_free(t, old_size);
   account_alloc(t, n);
-  if (was_sampled) record_realloc(t, old, q, n, ra);
-  else if (sampled) record_alloc(t, q, n, kReallocFn, ra);
+  if (named) record_realloc(t, id, q, n, q != old, ra);
+  else if (sampled && !was_sampled) record_alloc(t, q, n, kReallocFn, ra);
   return q;
 }
 

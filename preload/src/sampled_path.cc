@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include "config.h"
+#include "sampled_blocks.h"
 #include "sampler.h"
 #include "stack_table.h"
 #include "tracer.h"
@@ -74,6 +75,19 @@ void append_event(ThreadState *s, Fill fill) {
   s->lock.unlock();
 }
 
+// Sample ids come from a global counter in blocks, so a thread's ids are mostly consecutive and
+// threads do not contend on every sampled allocation.
+std::atomic<uint64_t> g_next_id_block{1};
+constexpr uint64_t kIdBlock = 4096;
+
+uint64_t next_sample_id(ThreadState *s) {
+  if (s->next_id == s->id_limit) {
+    s->next_id = g_next_id_block.fetch_add(kIdBlock, std::memory_order_relaxed);
+    s->id_limit = s->next_id + kIdBlock;
+  }
+  return s->next_id++;
+}
+
 uint32_t capture_stack(ThreadState *s, uintptr_t ra) {
   uintptr_t frames[unwind::kMaxDepth];
   bool truncated = false;
@@ -127,9 +141,11 @@ void record_alloc(ThreadLocal &t, const void *p, size_t size, uint8_t fn, uintpt
   ThreadState *s = t.state;
   uint32_t stack = capture_stack(s, ra);
   uint64_t now = coarse_rel_ns();
+  uint64_t id = next_sample_id(s);
+  if (!sampled_blocks::insert(p, {id, stack})) return;  // out of memory: the block stays unnamed
   append_event(s, [&](EventBatch &b) {
     b.begin(kAlloc, now);
-    b.address(reinterpret_cast<uint64_t>(p));
+    b.new_id(id);
     b.block_size(size);
     b.stack_id(stack);
     b.alloc_fn(fn);
@@ -137,47 +153,62 @@ void record_alloc(ThreadLocal &t, const void *p, size_t size, uint8_t fn, uintpt
   bump(t.counters.sampled, 1);
 }
 
-void record_free(ThreadLocal &t, const void *p) {
-  ThreadState *s = t.state;
-  if (HS_UNLIKELY(!s)) {
-    // A thread that never sampled frees a sampled block: it needs its batch now.
-    if (t.phase == kThreadGone) return;
-    ErrnoSaver es;
-    GuardScope g(t);
-    if (!init_thread(t)) return;
-    t.countdown = draw_sample_gap(t.rng, config.sample_bytes);
-    s = t.state;
-  }
+// Makes sure the thread can record events (a thread that never sampled may end a block that
+// another thread sampled). Returns its state, or nullptr.
+ThreadState *ensure_thread(ThreadLocal &t) {
+  if (HS_LIKELY(t.state)) return t.state;
+  if (t.phase == kThreadGone) return nullptr;
+  ErrnoSaver es;
+  GuardScope g(t);
+  if (!init_thread(t)) return nullptr;
+  t.countdown = draw_sample_gap(t.rng, config.sample_bytes);
+  return t.state;
+}
+
+void record_free_id(ThreadLocal &t, sampled_blocks::Name n) {
+  ThreadState *s = ensure_thread(t);
+  if (!s) return;
   ErrnoSaver es;
   GuardScope g(t);
   uint64_t now = coarse_rel_ns();
   append_event(s, [&](EventBatch &b) {
     b.begin(kFree, now);
-    b.address(reinterpret_cast<uint64_t>(p));
+    b.freed_block(n.id, n.stack);
   });
 }
 
-void record_realloc(ThreadLocal &t, const void *old_p, const void *new_p, size_t size,
-                    uintptr_t ra) {
-  if (HS_UNLIKELY(!t.state)) {
-    if (t.phase == kThreadGone) return;
-    ErrnoSaver es;
-    GuardScope g(t);
-    if (!init_thread(t)) return;
-    t.countdown = draw_sample_gap(t.rng, config.sample_bytes);
-  }
+void record_free(ThreadLocal &t, const void *p) {
+  sampled_blocks::Name n;
+  ++t.guard;
+  bool named = sampled_blocks::take(p, &n);
+  --t.guard;
+  if (named) record_free_id(t, n);  // else: sampled in a parent process
+}
+
+void record_realloc(ThreadLocal &t, sampled_blocks::Name n, const void *new_p, size_t size,
+                    bool moved, uintptr_t ra) {
+  uint64_t id = n.id;
+  ThreadState *s = ensure_thread(t);
+  if (!s) return;
   ErrnoSaver es;
   GuardScope g(t);
-  ThreadState *s = t.state;
+  if (!sampled_blocks::insert(new_p, n)) {
+    // Cannot follow the block any further: end it here.
+    append_event(s, [&](EventBatch &b) {
+      b.begin(kFree, coarse_rel_ns());
+      b.freed_block(id, n.stack);
+    });
+    return;
+  }
   uint32_t stack = capture_stack(s, ra);
   uint64_t now = coarse_rel_ns();
   append_event(s, [&](EventBatch &b) {
     b.begin(kRealloc, now);
-    b.address(reinterpret_cast<uint64_t>(old_p));
-    b.address(reinterpret_cast<uint64_t>(new_p));
+    b.block_ref(id);
     b.block_size(size);
     b.stack_id(stack);
     b.alloc_fn(2);
+    b.was_moved(moved);
   });
 }
 

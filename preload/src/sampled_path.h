@@ -4,6 +4,7 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "sampled_blocks.h"
 #include "thread_state.h"
 
 namespace hs {
@@ -14,7 +15,11 @@ bool reach_sample_point(ThreadLocal &t, size_t size);
 
 void record_alloc(ThreadLocal &t, const void *p, size_t size, uint8_t fn, uintptr_t ra);
 void record_free(ThreadLocal &t, const void *p);
-void record_realloc(ThreadLocal &t, const void *old_p, const void *new_p, size_t size, uintptr_t ra);
+void record_free_id(ThreadLocal &t, sampled_blocks::Name n);
+// A sampled block (whose id the caller took from sampled_blocks before the real realloc, so
+// that no other thread can reuse the old address first) now lives at new_p.
+void record_realloc(ThreadLocal &t, sampled_blocks::Name n, const void *new_p, size_t size,
+                    bool moved, uintptr_t ra);
 
 // Thread exit (pthread key destructor).
 void thread_exit_handler(void *state);

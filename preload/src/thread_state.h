@@ -63,6 +63,7 @@ struct ThreadState {
   ThreadLocal *tls;           // the owner's TLS block, for its counters
   ThreadState *next;          // registry list
   StackCacheEntry stack_cache[kStackCacheSize];
+  uint64_t next_id, id_limit;  // this thread's reserved range of sample ids
   EventBatch batch;
 };
 

@@ -11,10 +11,12 @@
 #include "module_map.h"
 #include "private_heap.h"
 #include "real_alloc.h"
+#include "sampled_blocks.h"
 #include "sampled_path.h"
 #include "stack_table.h"
 #include "thread_state.h"
 #include "unwinder.h"
+#include "usable_size.h"
 
 namespace hs {
 
@@ -63,12 +65,14 @@ void fork_prepare() {
   registry_lock();
   stack_table_lock();
   modules::lock();
+  sampled_blocks::lock_all();
   outbox_lock();
 }
 
 void fork_parent() {
   if (!tracing()) return;
   outbox_unlock();
+  sampled_blocks::unlock_all();
   modules::unlock();
   stack_table_unlock();
   registry_unlock();
@@ -83,6 +87,7 @@ void fork_child() {
   writer_after_fork_child();
   modules::after_fork_child();
   stack_table_after_fork_child();
+  sampled_blocks::after_fork_child();
   registry_after_fork_child();
   if (config.fork_mode == ForkMode::stop) {
     g_state.store(kStopped);
@@ -118,6 +123,7 @@ __attribute__((constructor)) void heapsnap_start() {
   ErrnoSaver es;
   ++t_local.guard;
   real::resolve_next();
+  usable::init();
   if (!read_config()) {
     g_state.store(kStopped);
     --t_local.guard;

@@ -1,0 +1,106 @@
+#include "sampled_blocks.h"
+
+#include "common.h"
+#include "private_heap.h"
+#include "spinlock.h"
+
+namespace hs::sampled_blocks {
+namespace {
+
+struct Slot {
+  uint64_t key;  // disguised address; 0 = empty (no block lives at ~0)
+  Name name;
+};
+
+struct alignas(64) Stripe {
+  SpinLock lock;
+  Slot *slots = nullptr;
+  uint64_t mask = 0;
+  uint64_t used = 0;
+};
+
+constexpr unsigned kStripeBits = 6;
+Stripe g_stripes[1u << kStripeBits];
+
+HS_INLINE uint64_t hash_of(uint64_t addr) { return mix64(addr); }
+
+bool grow(Stripe &s) {
+  uint64_t cap = s.mask ? (s.mask + 1) * 2 : 256;
+  auto *slots = heap::make_array<Slot>(cap);
+  if (!slots) return false;
+  for (uint64_t i = 0; s.slots && i <= s.mask; ++i) {
+    if (!s.slots[i].key) continue;
+    uint64_t j = (hash_of(reveal(s.slots[i].key)) >> kStripeBits) & (cap - 1);
+    while (slots[j].key) j = (j + 1) & (cap - 1);
+    slots[j] = s.slots[i];
+  }
+  heap::release(s.slots);
+  s.slots = slots;
+  s.mask = cap - 1;
+  return true;
+}
+
+}  // namespace
+
+bool insert(const void *p, Name n) {
+  uint64_t a = reinterpret_cast<uint64_t>(p);
+  uint64_t h = hash_of(a);
+  Stripe &s = g_stripes[h & ((1u << kStripeBits) - 1)];
+  SpinGuard g(s.lock);
+  if (!s.slots || (s.used + 1) * 2 > s.mask + 1) {
+    if (!grow(s)) return false;
+  }
+  uint64_t key = disguise(a);
+  uint64_t j = (h >> kStripeBits) & s.mask;
+  while (s.slots[j].key && s.slots[j].key != key) j = (j + 1) & s.mask;
+  if (!s.slots[j].key) ++s.used;
+  s.slots[j] = {key, n};
+  return true;
+}
+
+bool take(const void *p, Name *n) {
+  uint64_t a = reinterpret_cast<uint64_t>(p);
+  uint64_t h = hash_of(a);
+  Stripe &s = g_stripes[h & ((1u << kStripeBits) - 1)];
+  SpinGuard g(s.lock);
+  if (!s.slots) return false;
+  uint64_t key = disguise(a);
+  uint64_t j = (h >> kStripeBits) & s.mask;
+  while (s.slots[j].key != key) {
+    if (!s.slots[j].key) return false;
+    j = (j + 1) & s.mask;
+  }
+  *n = s.slots[j].name;
+  // Backward-shift deletion keeps probe chains intact without tombstones.
+  uint64_t hole = j;
+  for (uint64_t k = (j + 1) & s.mask; s.slots[k].key; k = (k + 1) & s.mask) {
+    uint64_t home = (hash_of(reveal(s.slots[k].key)) >> kStripeBits) & s.mask;
+    // Move k into the hole if its home is not cyclically in (hole, k].
+    bool between = hole <= k ? (home > hole && home <= k) : (home > hole || home <= k);
+    if (!between) {
+      s.slots[hole] = s.slots[k];
+      hole = k;
+    }
+  }
+  s.slots[hole] = Slot{};
+  --s.used;
+  return true;
+}
+
+void lock_all() {
+  for (auto &s : g_stripes) s.lock.lock();
+}
+void unlock_all() {
+  for (auto &s : g_stripes) s.lock.unlock();
+}
+void after_fork_child() {
+  // The child's capture names blocks afresh: blocks inherited from the parent are not sampled in
+  // it (their frees become plain frees there).
+  for (auto &s : g_stripes) {
+    s.lock.reset();
+    for (uint64_t i = 0; s.slots && i <= s.mask; ++i) s.slots[i] = Slot{};
+    s.used = 0;
+  }
+}
+
+}  // namespace hs::sampled_blocks

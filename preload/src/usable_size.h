@@ -1,0 +1,29 @@
+// Usable size of a live block, needed on every traced malloc and free (requested = usable - slack,
+// see shadow_map.h). Calling malloc_usable_size through a pointer costs two indirect calls per
+// malloc+free pair; when the next allocator is glibc's, its chunk header (the word before the
+// block: chunk size | flags) gives the same answer inline. init() checks that on real blocks of
+// several sizes (small, large, mmapped) and falls back to the call when anything differs.
+#pragma once
+#include <cstddef>
+
+#include "common.h"
+#include "real_alloc.h"
+
+namespace hs::usable {
+
+extern bool g_glibc_layout;
+
+HS_INLINE size_t glibc_usable(const void *p) {
+  size_t head = static_cast<const size_t *>(p)[-1];
+  size_t chunk = head & ~size_t(7);
+  return (head & 2) ? chunk - 2 * sizeof(size_t) : chunk - sizeof(size_t);  // 2 = IS_MMAPPED
+}
+
+HS_INLINE size_t of(void *p) {
+  if (HS_LIKELY(g_glibc_layout)) return glibc_usable(p);
+  return real::fn.usable_size(p);
+}
+
+void init();
+
+}  // namespace hs::usable

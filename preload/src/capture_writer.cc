@@ -28,7 +28,6 @@ namespace {
 constexpr uint16_t kFormatMajor = 1;
 constexpr uint16_t kFormatMinor = 0;
 constexpr size_t kMaxFrameInput = 8u << 20;  // records per frame, before compression
-constexpr int kZstdLevel = 3;
 
 pthread_mutex_t g_outbox_mutex = PTHREAD_MUTEX_INITIALIZER;
 pthread_mutex_t g_flush_mutex = PTHREAD_MUTEX_INITIALIZER;
@@ -240,7 +239,7 @@ bool writer_open_capture(bool fork_child, int parent_pid) {
     ZSTD_customMem mem = {zstd_alloc, zstd_free, nullptr};
     g_zstd = ZSTD_createCCtx_advanced(mem);
     if (!g_zstd) return false;
-    ZSTD_CCtx_setParameter(g_zstd, ZSTD_c_compressionLevel, kZstdLevel);
+    ZSTD_CCtx_setParameter(g_zstd, ZSTD_c_compressionLevel, config.zstd_level);
     ZSTD_CCtx_setParameter(g_zstd, ZSTD_c_contentSizeFlag, 1);
     ZSTD_CCtx_setParameter(g_zstd, ZSTD_c_checksumFlag, 1);
   }

@@ -52,6 +52,11 @@ bool read_config() {
     uint64_t v;
     if (parse_u64(s, &v) && v >= 1 && v <= 10000) config.flush_ms = uint32_t(v);
   }
+  config.zstd_level = kDefaultZstdLevel;
+  if (const char *s = getenv("HEAPSNAP_ZSTD_LEVEL")) {
+    uint64_t v;
+    if (parse_u64(s, &v) && v >= 1 && v <= 19) config.zstd_level = int(v);
+  }
   const char *dbg = getenv("HEAPSNAP_DEBUG");
   config.debug = dbg && strcmp(dbg, "1") == 0;
   return true;

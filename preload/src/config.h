@@ -15,6 +15,7 @@ struct Config {
   bool no_follow_exec;        // HEAPSNAP_NO_FOLLOW=1: exec'd programs are not traced
   uint32_t flush_ms;          // HEAPSNAP_FLUSH_MS: maximum time between frames
   bool debug;                 // HEAPSNAP_DEBUG=1: the shim says on stderr why it stopped tracing
+  int zstd_level;             // HEAPSNAP_ZSTD_LEVEL (1..19)
 };
 
 // The default mean sampling interval. 64 KiB: at ~1 us per sampled stack it costs under 2% on
@@ -22,6 +23,10 @@ struct Config {
 // samples (+/-8%). heapprofd's 4 KiB costs ~25% on the python workload; jemalloc's 512 KiB leaves
 // sites under 5 MB with a handful of samples.
 constexpr uint64_t kDefaultSampleBytes = 64 * 1024;
+
+// Level 5: on the py workload in every-allocation mode, 0.60 MB against 0.69 MB at level 3, for
+// about twice the writer-thread CPU (which runs beside the program, not in its allocation calls).
+constexpr int kDefaultZstdLevel = 5;
 
 extern Config config;
 

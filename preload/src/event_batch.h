@@ -12,7 +12,7 @@ namespace hs {
 enum EventKind : uint8_t { kAlloc = 0, kFree = 1, kRealloc = 2, kPoolAlloc = 3, kPoolFree = 4 };
 
 struct EventBatch {
-  static constexpr uint32_t kMaxEvents = 1024;
+  static constexpr uint32_t kMaxEvents = 4096;
 
   uint32_t count = 0;
   uint32_t time_len = 0, addr_len = 0, size_len = 0, stack_len = 0, fn_len = 0, pool_len = 0,
@@ -22,15 +22,20 @@ struct EventBatch {
   uint64_t base_id = 0;       // the thread's latest id when the batch began
   uint64_t last_id = 0;       // the thread's latest id (kept across batches)
   uint64_t last_addr_d = disguise(uint64_t(0));  // previous pool address, disguised
+  // Column capacities are typical sizes, not worst cases (a varint can take 10 bytes): the batch
+  // counts as full as soon as any column has less than kSlack bytes left. Big batches keep each
+  // column's bytes contiguous, which is what lets zstd find the repetitions.
+  static constexpr uint32_t kSlack = 10;
+  static constexpr uint32_t kVarCap = kMaxEvents * 3;
   uint8_t kind[kMaxEvents];
-  uint8_t time[kMaxEvents * 10];
-  uint8_t addr[kMaxEvents * 10];
-  uint8_t size[kMaxEvents * 10];
-  uint8_t stack[kMaxEvents * 5];
+  uint8_t time[kVarCap];
+  uint8_t addr[kVarCap];
+  uint8_t size[kVarCap];
+  uint8_t stack[kVarCap];
   uint8_t fn[kMaxEvents];
-  uint8_t pool[kMaxEvents * 5];
-  uint8_t id[kMaxEvents * 10];
-  uint8_t ref[kMaxEvents * 10];
+  uint8_t pool[kVarCap];
+  uint8_t id[kVarCap];
+  uint8_t ref[kVarCap];
   uint8_t moved[kMaxEvents];
 
   // See proto/heapsnap.proto, EventBatch: per-site cursors of the last freed id.
@@ -41,7 +46,12 @@ struct EventBatch {
   };
   SiteCursor cursor[kSiteSlots];
 
-  bool full() const { return count == kMaxEvents; }
+  bool full() const {
+    uint32_t most = time_len;
+    for (uint32_t l : {addr_len, size_len, stack_len, pool_len, id_len, ref_len})
+      most = l > most ? l : most;
+    return count == kMaxEvents || most + 2 * kSlack > kVarCap;
+  }
   bool empty() const { return count == 0; }
 
   void begin(EventKind k, uint64_t t) {

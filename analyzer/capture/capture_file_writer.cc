@@ -1,0 +1,62 @@
+#include "capture/capture_file_writer.h"
+
+#include <zstd.h>
+
+#include <cstring>
+#include <vector>
+
+namespace heapsnap::capture {
+
+CaptureFileWriter::CaptureFileWriter(const std::string &path, uint16_t major, uint16_t minor,
+                                     int level)
+    : level_(level) {
+  f_ = fopen(path.c_str(), "wb");
+  if (!f_) return;
+  uint8_t h[24];
+  uint32_t magic = 0x184D2A5E, len = 16;
+  memcpy(h, &magic, 4);
+  memcpy(h + 4, &len, 4);
+  memcpy(h + 8, "HEAPSNAP", 8);
+  memcpy(h + 16, &major, 2);
+  memcpy(h + 18, &minor, 2);
+  memset(h + 20, 0, 4);
+  failed_ = fwrite(h, 1, sizeof(h), f_) != sizeof(h);
+  written_ = sizeof(h);
+}
+
+CaptureFileWriter::~CaptureFileWriter() { close(); }
+
+void CaptureFileWriter::add(const wire::Record &r) {
+  std::string body = r.SerializeAsString();
+  uint64_t n = body.size();
+  while (n >= 0x80) {
+    pending_.push_back(char(uint8_t(n) | 0x80));
+    n >>= 7;
+  }
+  pending_.push_back(char(n));
+  pending_ += body;
+  if (auto_frame_ && pending_.size() >= auto_frame_) end_frame();
+}
+
+void CaptureFileWriter::end_frame() {
+  if (!f_ || pending_.empty()) return;
+  std::vector<char> out(ZSTD_compressBound(pending_.size()));
+  ZSTD_CCtx *c = ZSTD_createCCtx();
+  ZSTD_CCtx_setParameter(c, ZSTD_c_compressionLevel, level_);
+  ZSTD_CCtx_setParameter(c, ZSTD_c_checksumFlag, 1);
+  size_t z = ZSTD_compress2(c, out.data(), out.size(), pending_.data(), pending_.size());
+  ZSTD_freeCCtx(c);
+  if (ZSTD_isError(z) || fwrite(out.data(), 1, z, f_) != z) failed_ = true;
+  written_ += z;
+  pending_.clear();
+}
+
+bool CaptureFileWriter::close() {
+  if (!f_) return false;
+  end_frame();
+  bool ok = !failed_ && fclose(f_) == 0;
+  f_ = nullptr;
+  return ok;
+}
+
+}  // namespace heapsnap::capture

@@ -1,0 +1,37 @@
+// Writes a capture file from the analyzer side (libprotobuf + zstd): used by the synthetic
+// workload generator and by tests that need captures with known content. Same layout as the
+// shim's writer (see proto/heapsnap.proto): header frame, then independent zstd frames.
+#pragma once
+#include <cstdint>
+#include <cstdio>
+#include <string>
+
+#include "heapsnap.pb.h"
+
+namespace heapsnap::capture {
+
+class CaptureFileWriter {
+ public:
+  // Creates (truncates) path. major/minor default to the current format.
+  explicit CaptureFileWriter(const std::string &path, uint16_t major = 1, uint16_t minor = 0,
+                             int level = 3);
+  ~CaptureFileWriter();
+  bool ok() const { return f_ != nullptr && !failed_; }
+
+  void add(const wire::Record &r);  // appends to the current frame
+  void end_frame();                 // compresses and writes the pending records as one frame
+  bool close();                     // ends the last frame, closes the file
+  uint64_t bytes_written() const { return written_; }
+  // Frames auto-end when the pending records reach this many bytes (0 = only on end_frame()).
+  void set_auto_frame_bytes(size_t n) { auto_frame_ = n; }
+
+ private:
+  FILE *f_ = nullptr;
+  std::string pending_;
+  bool failed_ = false;
+  int level_;
+  size_t auto_frame_ = 8u << 20;
+  uint64_t written_ = 0;
+};
+
+}  // namespace heapsnap::capture

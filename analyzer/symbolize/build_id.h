@@ -1,0 +1,12 @@
+// GNU build-id helpers.
+#pragma once
+
+#include <string>
+#include <string_view>
+
+namespace heapsnap::symbolize {
+
+// Lower-case hex of the raw build-id bytes ("" for an empty id).
+std::string build_id_hex(std::string_view raw);
+
+}  // namespace heapsnap::symbolize

@@ -1,0 +1,92 @@
+#include "symbolize/module_file.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+
+namespace heapsnap::symbolize {
+
+ModuleFile::ModuleFile(std::string path, const DebugFileLocator* locator, bool demangle_names)
+    : path_(std::move(path)), locator_(locator), demangle_(demangle_names) {
+  locator_ctx_.locator = locator_;
+}
+
+ModuleFile::~ModuleFile() {
+  dwarf_.reset();  // holds pointers into the Dwfl's data
+  if (dwfl_ != nullptr) dwfl_end(dwfl_);
+}
+
+bool ModuleFile::open() {
+  if (state_ != State::unopened) return state_ == State::ok;
+  state_ = State::failed;
+  if (path_.empty()) {
+    error_ = "no file name";
+    return false;
+  }
+  int fd = ::open(path_.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) {
+    error_ = std::strerror(errno);
+    return false;
+  }
+  dwfl_ = dwfl_begin(locator_->callbacks());
+  if (dwfl_ == nullptr) {
+    ::close(fd);
+    error_ = dwfl_errmsg(-1);
+    return false;
+  }
+  // Report at bias 0 (ET_DYN: add_p_vaddr with base 0): module addresses are file addresses, so
+  // one session serves every load address of this file.
+  dwfl_report_begin(dwfl_);
+  auto slash = path_.rfind('/');
+  std::string name = slash == std::string::npos ? path_ : path_.substr(slash + 1);
+  mod_ = dwfl_report_elf(dwfl_, name.c_str(), path_.c_str(), fd, 0, true);
+  if (mod_ == nullptr) {
+    ::close(fd);  // only consumed on success
+    error_ = dwfl_errmsg(-1);
+    dwfl_report_end(dwfl_, nullptr, nullptr);
+    return false;
+  }
+  dwfl_report_end(dwfl_, nullptr, nullptr);
+  DebugFileLocator::attach(mod_, &locator_ctx_);
+  const unsigned char* bits = nullptr;
+  GElf_Addr vaddr = 0;
+  int n = dwfl_module_build_id(mod_, &bits, &vaddr);
+  if (n > 0) build_id_.assign(reinterpret_cast<const char*>(bits), static_cast<size_t>(n));
+  state_ = State::ok;
+  return true;
+}
+
+void ModuleFile::load_dwarf() {
+  dwarf_loaded_ = true;
+  Dwarf* dw = dwfl_module_getdwarf(mod_, &dwarf_bias_);
+  if (dw != nullptr) dwarf_ = std::make_unique<DwarfIndex>(dw, demangle_);
+}
+
+Symbolized::Status ModuleFile::lookup(uint64_t addr, std::vector<SourceFrame>& frames) {
+  frames.clear();
+  if (state_ != State::ok) {
+    frames.emplace_back();
+    return Symbolized::Status::module_missing;
+  }
+  if (!dwarf_loaded_) load_dwarf();
+  if (dwarf_ != nullptr && dwarf_->lookup(addr - dwarf_bias_, frames)) {
+    SourceFrame& outer = frames.back();
+    if (outer.function.empty() && !outer.inlined) {
+      if (!symbols_.loaded()) symbols_.load(mod_);
+      if (const std::string* name = symbols_.find(addr, demangle_)) outer.function = *name;
+    }
+    return Symbolized::Status::ok;
+  }
+  frames.clear();
+  frames.emplace_back();
+  if (!symbols_.loaded()) symbols_.load(mod_);
+  if (const std::string* name = symbols_.find(addr, demangle_)) {
+    frames.back().function = *name;
+    return Symbolized::Status::no_debug_info;
+  }
+  return Symbolized::Status::no_symbols;
+}
+
+}  // namespace heapsnap::symbolize

@@ -1,0 +1,178 @@
+#include "symbolize/symbolizer.h"
+
+#include <cinttypes>
+#include <cstdio>
+#include <deque>
+#include <map>
+#include <tuple>
+#include <unordered_map>
+
+#include "symbolize/address_cache.h"
+#include "symbolize/build_id.h"
+#include "symbolize/debug_file_locator.h"
+#include "symbolize/module_file.h"
+
+namespace heapsnap::symbolize {
+namespace {
+
+std::string basename_of(const std::string& path) {
+  if (path.empty()) return "[unknown]";
+  auto slash = path.rfind('/');
+  return slash == std::string::npos ? path : path.substr(slash + 1);
+}
+
+// Kernel-provided pseudo modules have no file; not worth a warning.
+bool is_pseudo_module(const std::string& path) {
+  return path.empty() || path.rfind("linux-vdso", 0) == 0 || path.rfind("linux-gate", 0) == 0 ||
+         (path.front() == '[' && path.back() == ']');
+}
+
+std::string hex_offset(const std::string& module, uint64_t offset) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "+0x%" PRIx64, offset);
+  return module + buf;
+}
+
+}  // namespace
+
+const char* to_string(Symbolized::Status s) {
+  switch (s) {
+    case Symbolized::Status::ok: return "ok";
+    case Symbolized::Status::no_debug_info: return "no_debug_info";
+    case Symbolized::Status::no_symbols: return "no_symbols";
+    case Symbolized::Status::module_missing: return "module_missing";
+    case Symbolized::Status::build_id_mismatch: return "build_id_mismatch";
+  }
+  return "?";
+}
+
+struct Symbolizer::Impl {
+  struct Module {
+    ModuleInfo info;
+    std::string display;
+    enum class State { unresolved, ok, missing, mismatch } state = State::unresolved;
+    ModuleFile* file = nullptr;
+  };
+
+  explicit Impl(SymbolizerOptions o)
+      : opts(std::move(o)), locator(opts.debug_dirs, opts.use_debuginfod) {}
+
+  Module& resolve(Module& m) {
+    if (m.state != Module::State::unresolved) return m;
+    auto& slot = files[m.info.path];
+    if (!slot) slot = std::make_unique<ModuleFile>(m.info.path, &locator, opts.demangle);
+    m.file = slot.get();
+    if (!m.file->open()) {
+      m.state = Module::State::missing;
+      if (!is_pseudo_module(m.info.path))
+        warnings.push_back("cannot open module " + m.info.path + ": " + m.file->error() +
+                           "; its addresses are shown as module+offset");
+    } else if (!m.info.build_id.empty() && m.info.build_id != m.file->build_id()) {
+      m.state = Module::State::mismatch;
+      std::string file_id = m.file->build_id().empty() ? "none" : build_id_hex(m.file->build_id());
+      warnings.push_back("build-id mismatch for " + m.info.path + ": capture recorded " +
+                         build_id_hex(m.info.build_id) + ", file has " + file_id +
+                         "; its addresses are shown as module+offset");
+    } else {
+      m.state = Module::State::ok;
+    }
+    return m;
+  }
+
+  SymbolizerOptions opts;
+  DebugFileLocator locator;
+  std::vector<Module> modules;
+  std::map<std::tuple<std::string, uint64_t, std::string>, uint32_t> module_ids;
+  std::unordered_map<std::string, std::unique_ptr<ModuleFile>> files;
+  std::deque<Symbolized> results;  // stable references
+  AddressCache cache;
+  std::vector<std::string> warnings;
+  Symbolized invalid;  // answer for an unknown module handle
+};
+
+Symbolizer::Symbolizer(SymbolizerOptions opts) : impl_(std::make_unique<Impl>(std::move(opts))) {
+  impl_->invalid.module = "[invalid module]";
+  impl_->invalid.status = Symbolized::Status::module_missing;
+  impl_->invalid.frames.emplace_back();
+}
+
+Symbolizer::~Symbolizer() = default;
+
+uint32_t Symbolizer::add_module(const ModuleInfo& info) {
+  auto key = std::make_tuple(info.path, info.load_bias, info.build_id);
+  auto it = impl_->module_ids.find(key);
+  if (it != impl_->module_ids.end()) return it->second;
+  auto id = static_cast<uint32_t>(impl_->modules.size());
+  Impl::Module m;
+  m.info = info;
+  m.display = basename_of(info.path);
+  impl_->modules.push_back(std::move(m));
+  impl_->module_ids.emplace(std::move(key), id);
+  return id;
+}
+
+const Symbolized& Symbolizer::symbolize(uint32_t module, uint64_t runtime_pc,
+                                        bool is_return_address) {
+  Impl& d = *impl_;
+  // Handles are < 2^31, so the kind fits in the low bit of the tag.
+  if (module >= d.modules.size() || module >= (1u << 31)) {
+    d.invalid.module_offset = runtime_pc;
+    return d.invalid;
+  }
+  uint32_t tag = (module << 1) | (is_return_address ? 1u : 0u);
+  uint32_t hit = d.cache.find(runtime_pc, tag);
+  if (hit != AddressCache::kAbsent) return d.results[hit];
+
+  Impl::Module& m = d.resolve(d.modules[module]);
+  Symbolized& out = d.results.emplace_back();
+  out.module = m.display;
+  out.module_offset = runtime_pc - m.info.load_bias;
+  switch (m.state) {
+    case Impl::Module::State::ok: {
+      uint64_t addr = out.module_offset;
+      if (is_return_address && addr > 0) --addr;  // inside the call instruction
+      out.status = m.file->lookup(addr, out.frames);
+      break;
+    }
+    case Impl::Module::State::mismatch:
+      out.status = Symbolized::Status::build_id_mismatch;
+      out.frames.emplace_back();
+      break;
+    default:
+      out.status = Symbolized::Status::module_missing;
+      out.frames.emplace_back();
+      break;
+  }
+  if (out.frames.empty()) out.frames.emplace_back();
+  d.cache.insert(runtime_pc, tag, static_cast<uint32_t>(d.results.size() - 1));
+  return out;
+}
+
+std::string Symbolizer::describe(const Symbolized& s) const {
+  std::string module_offset = hex_offset(s.module, s.module_offset);
+  if (s.frames.empty()) return module_offset;
+  std::string out;
+  for (size_t i = 0; i < s.frames.size(); ++i) {
+    const SourceFrame& f = s.frames[i];
+    if (i > 0) out += " inlined into ";
+    out += f.function.empty() ? module_offset : f.function;
+    if (!f.file.empty()) {
+      out += " (";
+      out += basename_of(f.file);
+      if (f.line != 0) {
+        out += ':';
+        out += std::to_string(f.line);
+      }
+      out += ')';
+    } else if (!f.function.empty() && i + 1 == s.frames.size()) {
+      out += " (";
+      out += module_offset;
+      out += ')';
+    }
+  }
+  return out;
+}
+
+std::vector<std::string> Symbolizer::warnings() const { return impl_->warnings; }
+
+}  // namespace heapsnap::symbolize

@@ -11,7 +11,10 @@ int main(int argc, char **argv) {
   CLI::App app{
       "heapsnap - where a native program's memory goes, and what keeps it alive.\n\n"
       "  heapsnap record -o app.hsnap -- ./app args   trace an unmodified program\n"
-      "  heapsnap summary app.hsnap                   what the capture knows\n",
+      "  heapsnap summary app.hsnap                   what the capture knows\n"
+      "  heapsnap top-allocators app.hsnap            where the allocations come from\n"
+      "  heapsnap leaks app.hsnap                     what was never freed\n"
+      "  heapsnap peak app.hsnap                      what was live at the peak\n",
       "heapsnap"};
   app.set_version_flag("--version", std::string("heapsnap ") + HEAPSNAP_VERSION);
   app.require_subcommand(1);
@@ -19,6 +22,7 @@ int main(int argc, char **argv) {
   int rc = 0;
   heapsnap::cli::add_record_command(app, &rc);
   heapsnap::cli::add_summary_command(app, &rc);
+  heapsnap::cli::add_replay_commands(app, &rc);
   try {
     app.parse(heapsnap::cli::split_record_command(argc, argv), argv);
   } catch (const CLI::ParseError &e) {

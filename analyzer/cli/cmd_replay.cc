@@ -1,0 +1,426 @@
+// Replay queries: top-allocators, leaks, peak, timeline. Each prints a table for people, or JSON
+// with --json. Sampled figures are estimates (scaled by sampling weight) and say so; the exact
+// totals from the stream stand beside them.
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <cstdio>
+#include <iostream>
+#include <map>
+#include <memory>
+
+#include "cli/commands.h"
+#include "cli/format.h"
+#include "cli/progress.h"
+#include "replay/replay.h"
+#include "replay/stack_symbolizer.h"
+
+namespace heapsnap::cli {
+namespace {
+
+using json = nlohmann::ordered_json;
+
+struct Common {
+  std::string file;
+  size_t limit = 20;
+  bool json = false;
+  bool raw_bytes = false;
+  std::string match;
+  std::vector<std::string> debug_dirs;
+  size_t stack_frames = 8;
+};
+
+void add_common(CLI::App *cmd, Common &c) {
+  cmd->add_option("file", c.file, "capture file (.hsnap)")->required();
+  cmd->add_option("-n,--limit", c.limit, "rows to show (default 20)");
+  cmd->add_flag("--json", c.json, "machine-readable output");
+  cmd->add_flag("--bytes", c.raw_bytes, "print sizes as plain byte counts");
+  cmd->add_option("--match", c.match, "only stacks with a frame whose function, file or module contains this text");
+  cmd->add_option("--debug-dir", c.debug_dirs, "directory with separate debug files (default /usr/lib/debug); repeatable");
+  cmd->add_option("--frames", c.stack_frames, "frames to show per stack (default 8)");
+}
+
+struct Loaded {
+  replay::ReplayResult r;
+  std::unique_ptr<replay::StackSymbolizer> sym;
+};
+
+bool load(const Common &c, bool with_peak, Loaded *out) {
+  std::string err;
+  Progress prog("replaying " + c.file);
+  if (with_peak) {
+    out->r = replay::replay_with_peak(c.file, &err, prog.callback());
+    if (!err.empty()) {
+      fprintf(stderr, "heapsnap: %s\n", err.c_str());
+      return false;
+    }
+  } else {
+    auto reader = capture::CaptureReader::open(c.file, &err);
+    if (!reader) {
+      fprintf(stderr, "heapsnap: %s\n", err.c_str());
+      return false;
+    }
+    replay::ReplayOptions o;
+    o.progress = prog.callback();
+    out->r = replay::replay(*reader, o);
+  }
+  prog.done();
+  if (!out->r.have_process) {
+    fprintf(stderr, "heapsnap: %s: no process record: not a usable capture\n", c.file.c_str());
+    return false;
+  }
+  symbolize::SymbolizerOptions so;
+  if (!c.debug_dirs.empty()) so.debug_dirs = c.debug_dirs;
+  out->sym = std::make_unique<replay::StackSymbolizer>(out->r.modules, so);
+  return true;
+}
+
+std::string size_str(const Common &c, double b) {
+  if (c.raw_bytes) return std::to_string(int64_t(b + 0.5));
+  return human_bytes(b);
+}
+
+std::string count_str(double n) { return human_count(uint64_t(n + 0.5)); }
+
+bool stack_matches(const std::vector<replay::DisplayFrame> &frames, const std::string &m) {
+  if (m.empty()) return true;
+  for (const auto &f : frames)
+    if (f.function.find(m) != std::string::npos || f.file.find(m) != std::string::npos ||
+        f.module.find(m) != std::string::npos)
+      return true;
+  return false;
+}
+
+json frame_json(const replay::DisplayFrame &f) {
+  json j;
+  j["function"] = f.function;
+  j["file"] = f.file;
+  j["line"] = f.line;
+  j["module"] = f.module;
+  char a[32];
+  snprintf(a, sizeof(a), "0x%llx", static_cast<unsigned long long>(f.address));
+  j["address"] = a;
+  j["inlined"] = f.inlined;
+  return j;
+}
+
+json header_json(const Common &c, const replay::ReplayResult &r) {
+  json j;
+  j["file"] = c.file;
+  j["estimated"] = r.sample_bytes() > 1;
+  j["sample_bytes"] = r.sample_bytes();
+  j["truncated"] = r.truncated;
+  json ex;
+  ex["alloc_calls"] = r.totals.alloc_calls();
+  ex["bytes_allocated"] = r.totals.bytes_allocated();
+  ex["peak_heap_bytes"] = r.totals.peak_heap_bytes();
+  ex["peak_time_s"] = double(r.totals.peak_time_ns()) / 1e9;
+  ex["leaked_blocks"] = r.totals.live_blocks();
+  ex["leaked_bytes"] = r.totals.heap_bytes();
+  j["exact"] = ex;
+  return j;
+}
+
+void print_notes(const replay::ReplayResult &r, replay::StackSymbolizer &sym) {
+  if (r.truncated)
+    printf("\nnote: the capture is truncated (no end record or damaged frames): figures cover what was read\n");
+  for (const auto &p : r.problems) printf("note: offset 0x%llx: %s\n", (unsigned long long)p.offset, p.what.c_str());
+  for (const auto &w : sym.warnings()) printf("note: %s\n", w.c_str());
+}
+
+void print_stack(const Common &c, const std::vector<replay::DisplayFrame> &frames, const char *indent) {
+  size_t shown = 0;
+  for (const auto &f : frames) {
+    if (shown++ == c.stack_frames) {
+      printf("%s  ... %zu more\n", indent, frames.size() - c.stack_frames);
+      break;
+    }
+    printf("%s%s %s\n", indent, f.inlined ? "(inlined)" : "  at", f.label().c_str());
+  }
+}
+
+// --- top-allocators ---------------------------------------------------------------------------
+
+struct TopOpts : Common {
+  std::string by = "bytes";
+  size_t stacks_per_site = 2;
+};
+
+struct SiteRow {
+  std::string key;
+  replay::DisplayFrame frame;
+  replay::StackFigures sum;
+  std::vector<std::pair<uint32_t, const replay::StackFigures *>> stacks;
+};
+
+double metric(const replay::StackFigures &f, const std::string &by) {
+  if (by == "calls") return f.alloc_calls;
+  if (by == "peak") return f.peak_bytes;
+  if (by == "leaked") return f.live_bytes;
+  return f.alloc_bytes;
+}
+
+int run_top(const TopOpts &o) {
+  if (o.by != "bytes" && o.by != "calls" && o.by != "peak" && o.by != "leaked") {
+    fprintf(stderr, "heapsnap top-allocators: --by '%s': expected bytes, calls, peak or leaked\n", o.by.c_str());
+    return kExitUsage;
+  }
+  Loaded L;
+  if (!load(o, true, &L)) return kExitInput;
+  auto &r = L.r;
+  std::map<std::string, SiteRow> sites;
+  for (uint32_t id = 1; id < r.by_stack.size(); ++id) {
+    const auto &f = r.by_stack[id];
+    if (f.samples == 0 && f.live_calls <= 0 && f.reallocs == 0) continue;
+    auto frames = L.sym->stack(r.stacks, id);
+    if (frames.empty() || !stack_matches(frames, o.match)) continue;
+    std::string key = frames[0].label();
+    SiteRow &row = sites[key];
+    if (row.key.empty()) {
+      row.key = key;
+      row.frame = frames[0];
+    }
+    row.sum.alloc_calls += f.alloc_calls;
+    row.sum.alloc_bytes += f.alloc_bytes;
+    row.sum.live_calls += f.live_calls;
+    row.sum.live_bytes += f.live_bytes;
+    row.sum.peak_calls += f.peak_calls;
+    row.sum.peak_bytes += f.peak_bytes;
+    row.sum.samples += f.samples;
+    row.sum.reallocs += f.reallocs;
+    row.sum.realloc_moves += f.realloc_moves;
+    row.stacks.push_back({id, &f});
+  }
+  std::vector<SiteRow *> rows;
+  for (auto &[k, v] : sites) rows.push_back(&v);
+  std::sort(rows.begin(), rows.end(), [&](SiteRow *a, SiteRow *b) {
+    return metric(a->sum, o.by) > metric(b->sum, o.by);
+  });
+  if (rows.size() > o.limit) rows.resize(o.limit);
+  for (SiteRow *row : rows)
+    std::sort(row->stacks.begin(), row->stacks.end(), [&](auto &a, auto &b) {
+      return metric(*a.second, o.by) > metric(*b.second, o.by);
+    });
+
+  if (o.json) {
+    json j = header_json(o, r);
+    j["by"] = o.by;
+    json arr = json::array();
+    for (SiteRow *row : rows) {
+      json s;
+      s["site"] = row->key;
+      s["function"] = row->frame.function;
+      s["file"] = row->frame.file;
+      s["line"] = row->frame.line;
+      s["module"] = row->frame.module;
+      s["alloc_calls"] = row->sum.alloc_calls;
+      s["alloc_bytes"] = row->sum.alloc_bytes;
+      s["peak_bytes"] = row->sum.peak_bytes;
+      s["leaked_blocks"] = row->sum.live_calls;
+      s["leaked_bytes"] = row->sum.live_bytes;
+      s["samples"] = row->sum.samples;
+      s["reallocs"] = row->sum.reallocs;
+      s["realloc_moves"] = row->sum.realloc_moves;
+      s["realloc_in_place"] = row->sum.reallocs - row->sum.realloc_moves;
+      json st = json::array();
+      for (size_t i = 0; i < row->stacks.size() && i < o.stacks_per_site; ++i) {
+        const auto &f = *row->stacks[i].second;
+        json sj;
+        sj["alloc_calls"] = f.alloc_calls;
+        sj["alloc_bytes"] = f.alloc_bytes;
+        sj["peak_bytes"] = f.peak_bytes;
+        sj["leaked_bytes"] = f.live_bytes;
+        json fr = json::array();
+        for (const auto &d : L.sym->stack(r.stacks, row->stacks[i].first)) fr.push_back(frame_json(d));
+        sj["frames"] = fr;
+        st.push_back(sj);
+      }
+      s["stacks"] = st;
+      arr.push_back(s);
+    }
+    j["sites"] = arr;
+    std::cout << j.dump(2) << "\n";
+    return kExitOk;
+  }
+  bool est = r.sample_bytes() > 1;
+  printf("top allocation sites by %s%s — %s\n", o.by.c_str(),
+         est ? " (sampled estimates, ~)" : " (every allocation recorded)", o.file.c_str());
+  printf("exact: %s calls, %s allocated, peak %s, %s not freed\n\n",
+         human_count(r.totals.alloc_calls()).c_str(), size_str(o, double(r.totals.bytes_allocated())).c_str(),
+         size_str(o, double(r.totals.peak_heap_bytes())).c_str(), size_str(o, double(r.totals.heap_bytes())).c_str());
+  printf("%12s %12s %12s %12s  %s\n", "allocated", "calls", "at peak", "leaked", "site");
+  for (SiteRow *row : rows) {
+    printf("%12s %12s %12s %12s  %s\n", size_str(o, row->sum.alloc_bytes).c_str(),
+           count_str(row->sum.alloc_calls).c_str(), size_str(o, row->sum.peak_bytes).c_str(),
+           size_str(o, row->sum.live_bytes).c_str(), row->key.c_str());
+    if (row->sum.reallocs)
+      printf("%12s %s reallocs: %s moved, %s in place\n", "", human_count(row->sum.reallocs).c_str(),
+             human_count(row->sum.realloc_moves).c_str(),
+             human_count(row->sum.reallocs - row->sum.realloc_moves).c_str());
+    for (size_t i = 0; i < row->stacks.size() && i < o.stacks_per_site; ++i) {
+      printf("%12s %s of it from:\n", "", size_str(o, metric(*row->stacks[i].second, o.by == "calls" ? "bytes" : o.by)).c_str());
+      auto frames = L.sym->stack(r.stacks, row->stacks[i].first);
+      print_stack(o, frames, "              ");
+    }
+  }
+  print_notes(r, *L.sym);
+  return kExitOk;
+}
+
+// --- leaks and peak: live blocks grouped by stack -------------------------------------------------
+
+int run_live(const Common &o, bool at_peak) {
+  Loaded L;
+  if (!load(o, at_peak, &L)) return kExitInput;
+  auto &r = L.r;
+  struct Row {
+    uint32_t id;
+    double blocks, bytes;
+  };
+  std::vector<Row> rows;
+  double total_blocks = 0, total_bytes = 0;
+  for (uint32_t id = 1; id < r.by_stack.size(); ++id) {
+    const auto &f = r.by_stack[id];
+    double blocks = at_peak ? f.peak_calls : f.live_calls;
+    double bytes = at_peak ? f.peak_bytes : f.live_bytes;
+    if (blocks < 0.5) continue;
+    if (!o.match.empty() && !stack_matches(L.sym->stack(r.stacks, id), o.match)) continue;
+    rows.push_back({id, blocks, bytes});
+    total_blocks += blocks;
+    total_bytes += bytes;
+  }
+  std::sort(rows.begin(), rows.end(), [](const Row &a, const Row &b) { return a.bytes > b.bytes; });
+  size_t all = rows.size();
+  if (rows.size() > o.limit) rows.resize(o.limit);
+  const char *what = at_peak ? "peak" : "leaks";
+  if (o.json) {
+    json j = header_json(o, r);
+    if (at_peak) {
+      j["peak_time_s"] = double(r.sampled_peak_time_ns) / 1e9;
+      j["sampled_peak_bytes"] = r.sampled_peak_bytes;
+    }
+    j["blocks"] = total_blocks;
+    j["bytes"] = total_bytes;
+    j["stacks_total"] = all;
+    json arr = json::array();
+    for (const Row &row : rows) {
+      json e;
+      e["blocks"] = row.blocks;
+      e["bytes"] = row.bytes;
+      json fr = json::array();
+      for (const auto &d : L.sym->stack(r.stacks, row.id)) fr.push_back(frame_json(d));
+      e["frames"] = fr;
+      arr.push_back(e);
+    }
+    j[at_peak ? "live_at_peak" : "leaks"] = arr;
+    std::cout << j.dump(2) << "\n";
+    return kExitOk;
+  }
+  bool est = r.sample_bytes() > 1;
+  if (at_peak) {
+    printf("heap at its peak — %s\n", o.file.c_str());
+    printf("exact peak %s at %s; live blocks below are %s at %s\n\n",
+           size_str(o, double(r.totals.peak_heap_bytes())).c_str(),
+           human_duration(double(r.totals.peak_time_ns()) / 1e9).c_str(),
+           est ? "sampled estimates (~)" : "every block", human_duration(double(r.sampled_peak_time_ns) / 1e9).c_str());
+  } else {
+    printf("not freed at exit — %s\n", o.file.c_str());
+    printf("exact: %s blocks, %s%s\n\n", human_count(r.totals.live_blocks()).c_str(),
+           size_str(o, double(r.totals.heap_bytes())).c_str(),
+           r.ended ? "" : " (as of the last flush: the capture has no end)");
+    if (est) printf("stacks below are sampled estimates (~); record with --sample-bytes 1 for every leak\n\n");
+  }
+  for (const Row &row : rows) {
+    printf("%s in %s blocks from:\n", size_str(o, row.bytes).c_str(), count_str(row.blocks).c_str());
+    print_stack(o, L.sym->stack(r.stacks, row.id), "  ");
+  }
+  if (all > rows.size()) printf("... %zu more stacks (-n to show more)\n", all - rows.size());
+  if (all == 0) printf("(no %s)\n", at_peak ? "sampled blocks live at the peak" : "sampled block left allocated");
+  printf("\ntotal%s: %s in %s blocks\n", est ? " (estimated)" : "", size_str(o, total_bytes).c_str(), count_str(total_blocks).c_str());
+  print_notes(r, *L.sym);
+  (void)what;
+  return kExitOk;
+}
+
+// --- timeline ---------------------------------------------------------------------------------------
+
+int run_timeline(const Common &o, size_t rows_wanted) {
+  Loaded L;
+  if (!load(o, false, &L)) return kExitInput;
+  auto &r = L.r;
+  if (o.json) {
+    json j = header_json(o, r);
+    json pts = json::array();
+    for (const auto &p : r.timeline)
+      pts.push_back({{"time_s", double(p.time_ns) / 1e9}, {"heap_bytes", p.heap_bytes}, {"rss_bytes", p.rss_bytes},
+                     {"alloc_calls", p.alloc_calls}, {"sampled_live_bytes", p.sampled_live_bytes}});
+    j["points"] = pts;
+    json mk = json::array();
+    for (const auto &m : r.markers) mk.push_back({{"time_s", double(m.time_ns) / 1e9}, {"tid", m.tid}, {"text", m.text}});
+    j["markers"] = mk;
+    json sn = json::array();
+    for (const auto &s : r.snapshots)
+      sn.push_back({{"index", s.index}, {"time_s", double(s.time_ns) / 1e9}, {"trigger", s.trigger}, {"label", s.label}});
+    j["snapshots"] = sn;
+    std::cout << j.dump(2) << "\n";
+    return kExitOk;
+  }
+  printf("heap over time — %s (exact heap from the shim's totals)\n\n", o.file.c_str());
+  int64_t peak = 1;
+  for (const auto &p : r.timeline) peak = std::max(peak, p.heap_bytes);
+  size_t n = r.timeline.size();
+  size_t step = n > rows_wanted ? (n + rows_wanted - 1) / rows_wanted : 1;
+  printf("%9s %12s %12s  %s\n", "time", "heap", "rss", "");
+  for (size_t i = 0; i < n; i += step) {
+    const auto &p = r.timeline[i];
+    int bar = int(40.0 * double(p.heap_bytes) / double(peak));
+    printf("%9s %12s %12s  %s\n", human_duration(double(p.time_ns) / 1e9).c_str(),
+           size_str(o, double(p.heap_bytes)).c_str(), size_str(o, double(p.rss_bytes)).c_str(),
+           std::string(size_t(std::max(0, bar)), '#').c_str());
+  }
+  printf("\npeak %s at %s\n", size_str(o, double(r.totals.peak_heap_bytes())).c_str(),
+         human_duration(double(r.totals.peak_time_ns()) / 1e9).c_str());
+  for (const auto &m : r.markers) printf("marker at %s: %s\n", human_duration(double(m.time_ns) / 1e9).c_str(), m.text.c_str());
+  for (const auto &s : r.snapshots)
+    printf("snapshot %u at %s%s%s\n", s.index, human_duration(double(s.time_ns) / 1e9).c_str(),
+           s.label.empty() ? "" : ": ", s.label.c_str());
+  print_notes(r, *L.sym);
+  return kExitOk;
+}
+
+}  // namespace
+
+void add_replay_commands(CLI::App &app, int *rc) {
+  {
+    auto o = std::make_shared<TopOpts>();
+    CLI::App *cmd = app.add_subcommand("top-allocators", "Allocation sites ranked by bytes, calls, bytes live at the peak, or bytes leaked.");
+    add_common(cmd, *o);
+    cmd->add_option("--by", o->by, "bytes (default), calls, peak or leaked");
+    cmd->add_option("--stacks", o->stacks_per_site, "heaviest stacks shown per site (default 2)");
+    cmd->footer("Examples:\n  heapsnap top-allocators app.hsnap -n 10\n  heapsnap top-allocators --by leaked --json app.hsnap");
+    cmd->callback([o, rc] { *rc = run_top(*o); });
+  }
+  {
+    auto o = std::make_shared<Common>();
+    CLI::App *cmd = app.add_subcommand("leaks", "Blocks not freed at exit, grouped by allocation stack.");
+    add_common(cmd, *o);
+    cmd->footer("Every leak, exactly: record with --sample-bytes 1.\nExample: heapsnap leaks --match mylib app.hsnap");
+    cmd->callback([o, rc] { *rc = run_live(*o, false); });
+  }
+  {
+    auto o = std::make_shared<Common>();
+    CLI::App *cmd = app.add_subcommand("peak", "What was live when the heap was at its peak, grouped by allocation stack.");
+    add_common(cmd, *o);
+    cmd->callback([o, rc] { *rc = run_live(*o, true); });
+  }
+  {
+    auto o = std::make_shared<Common>();
+    auto rows = std::make_shared<size_t>(30);
+    CLI::App *cmd = app.add_subcommand("timeline", "Heap and RSS over time, with markers and snapshots.");
+    add_common(cmd, *o);
+    cmd->add_option("--rows", *rows, "rows of the text chart (default 30)");
+    cmd->callback([o, rows, rc] { *rc = run_timeline(*o, *rows); });
+  }
+}
+
+}  // namespace heapsnap::cli

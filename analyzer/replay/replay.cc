@@ -1,0 +1,218 @@
+#include "replay/replay.h"
+
+#include <cmath>
+
+#include "capture/event_decoder.h"
+#include "util/flat_map.h"
+
+namespace heapsnap::replay {
+namespace {
+
+struct LiveBlock {
+  uint32_t stack;
+  float weight;   // 1 / P(sampled)
+  uint64_t size;
+};
+
+class Replayer {
+ public:
+  Replayer(ReplayResult &r, const ReplayOptions &o) : r_(r), o_(o) {}
+
+  void record(const wire::Record &rec, const capture::RecordPos &pos) {
+    switch (rec.body_case()) {
+      case wire::Record::kProcess:
+        if (!r_.have_process) {
+          r_.have_process = true;
+          r_.process = rec.process();
+          mean_ = rec.process().sample_bytes();
+        }
+        break;
+      case wire::Record::kModule: add_module(rec.module()); break;
+      case wire::Record::kModuleUnload:
+        for (auto &m : r_.modules)
+          if (m.id == rec.module_unload().id()) m.unloaded_ns = rec.module_unload().time_ns();
+        break;
+      case wire::Record::kStack: {
+        std::string err;
+        if (!r_.stacks.add(rec.stack(), &err)) r_.problems.push_back({pos.frame_offset, err});
+        break;
+      }
+      case wire::Record::kEvents: events(rec.events(), pos); break;
+      case wire::Record::kTotals:
+        if (!r_.ended) r_.totals = rec.totals();
+        point(rec.totals());
+        break;
+      case wire::Record::kEnd:
+        r_.ended = true;
+        r_.totals = rec.end().totals();
+        point(rec.end().totals());
+        break;
+      case wire::Record::kMarker:
+        r_.markers.push_back({rec.marker().time_ns(), rec.marker().tid(), rec.marker().text()});
+        see_time(rec.marker().time_ns());
+        break;
+      case wire::Record::kSnapshotBegin:
+        r_.snapshots.push_back({rec.snapshot_begin().index(), rec.snapshot_begin().time_ns(),
+                                int(rec.snapshot_begin().trigger()), rec.snapshot_begin().label()});
+        break;
+      default: break;
+    }
+  }
+
+  void finish() {
+    r_.memory_bytes = live_.memory_bytes() + r_.stacks.memory_bytes() +
+                      r_.by_stack.capacity() * sizeof(StackFigures);
+  }
+
+ private:
+  StackFigures &fig(uint32_t stack) {
+    if (stack >= r_.by_stack.size()) r_.by_stack.resize(size_t(stack) + 1 + r_.by_stack.size() / 2);
+    return r_.by_stack[stack];
+  }
+
+  void see_time(uint64_t t) {
+    if (t > r_.end_time_ns) r_.end_time_ns = t;
+  }
+
+  // After each event: follow the highest estimate, and copy the live figures at the chosen one.
+  void after_event(uint64_t time) {
+    uint64_t ordinal = r_.events++;
+    if (live_bytes_ > r_.sampled_peak_bytes) {
+      r_.sampled_peak_bytes = live_bytes_;
+      r_.sampled_peak_event = ordinal;
+      r_.sampled_peak_time_ns = time;
+    }
+    if (ordinal != o_.peak_event) return;
+    r_.peak_taken = true;
+    for (auto &f : r_.by_stack) {
+      f.peak_calls = f.live_calls;
+      f.peak_bytes = f.live_bytes;
+    }
+  }
+
+  void point(const wire::Totals &t) {
+    see_time(t.time_ns());
+    r_.timeline.push_back({t.time_ns(), t.heap_bytes(), t.rss_bytes(), t.alloc_calls(), live_bytes_});
+  }
+
+  void add_module(const wire::Module &m) {
+    ModuleRecord rec{m.id(), m.path(), m.load_bias(), m.build_id(), {}, m.time_ns(), UINT64_MAX};
+    for (const auto &s : m.segments())
+      if (s.flags() & 1) rec.exec.push_back({m.load_bias() + s.vaddr(), m.load_bias() + s.vaddr() + s.memsz()});
+    r_.modules.push_back(std::move(rec));
+  }
+
+  void live_add(const LiveBlock &b) {
+    StackFigures &f = fig(b.stack);
+    f.live_calls += b.weight;
+    f.live_bytes += double(b.size) * b.weight;
+    live_bytes_ += double(b.size) * b.weight;
+  }
+  void live_remove(const LiveBlock &b) {
+    StackFigures &f = fig(b.stack);
+    f.live_calls -= b.weight;
+    f.live_bytes -= double(b.size) * b.weight;
+    live_bytes_ -= double(b.size) * b.weight;
+  }
+
+  void events(const wire::EventBatch &batch, const capture::RecordPos &pos) {
+    capture::EventDecoder dec(batch);
+    capture::Event e;
+    while (dec.next(&e)) {
+      see_time(e.time_ns);
+      switch (e.kind) {
+        case wire::ALLOC:
+        case wire::POOL_ALLOC: {
+          LiveBlock b{e.stack, float(sample_weight(e.size, mean_)), e.size};
+          StackFigures &f = fig(e.stack);
+          f.alloc_calls += b.weight;
+          f.alloc_bytes += double(e.size) * b.weight;
+          ++f.samples;
+          LiveBlock &slot = live_[e.id];
+          if (slot.weight != 0) live_remove(slot);  // a repeated id: the capture is damaged
+          slot = b;
+          live_add(b);
+          if (live_.size() > r_.live_blocks_peak) r_.live_blocks_peak = live_.size();
+          break;
+        }
+        case wire::FREE: {
+          LiveBlock b;
+          if (live_.erase(e.id, &b)) live_remove(b);
+          else ++r_.unknown_frees;
+          break;
+        }
+        case wire::REALLOC: {
+          LiveBlock *b = live_.find(e.id);
+          StackFigures &site = fig(e.stack);
+          ++site.reallocs;
+          if (e.moved) ++site.realloc_moves;
+          if (!b) {
+            ++r_.unknown_frees;
+            break;
+          }
+          // The block keeps its identity and allocation stack; the realloc call counts as an
+          // allocation of the new size at the realloc's own stack.
+          site.alloc_calls += b->weight;
+          site.alloc_bytes += double(e.size) * b->weight;
+          live_remove(*b);
+          b->size = e.size;
+          live_add(*b);
+          break;
+        }
+        case wire::POOL_FREE:
+          // Pool objects are named by address (see issue 6); not produced by this version.
+          break;
+        default: break;
+      }
+      after_event(e.time_ns);
+    }
+    if (!dec.error().empty())
+      r_.problems.push_back({pos.frame_offset, "event batch of thread " +
+                                                   std::to_string(batch.tid()) + ": " + dec.error()});
+  }
+
+  ReplayResult &r_;
+  const ReplayOptions &o_;
+  uint64_t mean_ = 1;
+  util::FlatMap64<LiveBlock> live_;
+  double live_bytes_ = 0;
+};
+
+}  // namespace
+
+double sample_weight(uint64_t size, uint64_t mean) {
+  if (mean <= 1) return 1.0;
+  if (size == 0) size = 1;  // a zero-byte block still had a chance to be sampled
+  double p = -std::expm1(-double(size) / double(mean));
+  return p > 0 ? 1.0 / p : 1.0;
+}
+
+ReplayResult replay(capture::CaptureReader &reader, const ReplayOptions &opts) {
+  ReplayResult r;
+  Replayer rp(r, opts);
+  if (opts.progress) reader.set_progress(opts.progress);
+  reader.for_each_record([&](const wire::Record &rec, const capture::RecordPos &pos) {
+    rp.record(rec, pos);
+    return true;
+  });
+  rp.finish();
+  r.truncated = reader.truncated() || !r.ended;
+  for (const auto &p : reader.problems()) r.problems.push_back(p);
+  return r;
+}
+
+ReplayResult replay_with_peak(const std::string &path, std::string *error,
+                              std::function<void(uint64_t, uint64_t)> progress) {
+  auto first = capture::CaptureReader::open(path, error);
+  if (!first) return {};
+  ReplayOptions o;
+  if (progress) o.progress = [&](uint64_t d, uint64_t t) { progress(d / 2, t); };
+  uint64_t peak = replay(*first, o).sampled_peak_event;
+  auto second = capture::CaptureReader::open(path, error);
+  if (!second) return {};
+  o.peak_event = peak;
+  if (progress) o.progress = [&](uint64_t d, uint64_t t) { progress(t / 2 + d / 2, t); };
+  return replay(*second, o);
+}
+
+}  // namespace heapsnap::replay

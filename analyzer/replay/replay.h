@@ -1,0 +1,100 @@
+// Streaming replay of a capture: sampled events scaled by their sampling weight into per-stack
+// figures (allocations, what was live at the peak, what was never freed), the heap over time,
+// and the exact totals beside them. Memory is bounded by the live sampled blocks, the interned
+// stacks and the output; events are never all held at once.
+#pragma once
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "capture/capture_reader.h"
+#include "capture/stack_tree.h"
+
+namespace heapsnap::replay {
+
+// Figures of one call stack (indexed by its leaf node id). "est" figures are sampled estimates:
+// sum over sampled blocks of 1 / P(sampled); exact when every allocation was sampled.
+struct StackFigures {
+  double alloc_calls = 0, alloc_bytes = 0;  // allocations made from this stack (incl. realloc)
+  double live_calls = 0, live_bytes = 0;    // live now (at the end: not freed)
+  double peak_calls = 0, peak_bytes = 0;    // live at the peak
+  uint64_t samples = 0;                     // sampled allocation events
+  uint64_t reallocs = 0, realloc_moves = 0; // reallocs made from this stack
+};
+
+struct ModuleRecord {
+  uint32_t id;
+  std::string path;
+  uint64_t load_bias;
+  std::string build_id;
+  struct Range { uint64_t start, end; };
+  std::vector<Range> exec;  // runtime ranges of executable segments
+  uint64_t loaded_ns, unloaded_ns;  // unloaded_ns = UINT64_MAX while loaded
+};
+
+struct TimePoint {
+  uint64_t time_ns;
+  int64_t heap_bytes;        // exact
+  uint64_t rss_bytes;
+  uint64_t alloc_calls;      // exact, cumulative
+  double sampled_live_bytes; // estimate from the sampled blocks
+};
+
+struct MarkerPoint {
+  uint64_t time_ns;
+  uint32_t tid;
+  std::string text;
+};
+
+struct SnapshotPoint {
+  uint32_t index;
+  uint64_t time_ns;
+  int trigger;
+  std::string label;
+};
+
+struct ReplayOptions {
+  // Take the per-stack "live at the peak" figures right after this event (ordinal in replay
+  // order, as reported by a first replay's sampled_peak_event); UINT64_MAX: do not.
+  uint64_t peak_event = UINT64_MAX;
+  std::function<void(uint64_t done, uint64_t total)> progress;
+};
+
+struct ReplayResult {
+  wire::ProcessInfo process;
+  bool have_process = false;
+  wire::Totals totals;  // final exact totals (EndOfCapture, else last Totals)
+  bool ended = false;
+  bool truncated = false;
+  std::vector<capture::Problem> problems;
+  capture::StackTree stacks;
+  std::vector<StackFigures> by_stack;  // index: stack (leaf node) id
+  std::vector<ModuleRecord> modules;
+  std::vector<TimePoint> timeline;
+  std::vector<MarkerPoint> markers;
+  std::vector<SnapshotPoint> snapshots;
+  uint64_t end_time_ns = 0;
+  uint64_t events = 0;
+  uint64_t unknown_frees = 0;     // frees naming a block the replay never saw (damaged capture)
+  uint64_t live_blocks_peak = 0;  // most sampled blocks live at once (replay memory bound)
+  size_t memory_bytes = 0;        // replay tables at the end
+  bool peak_taken = false;
+  // Where the sampled estimate of live bytes was highest: exact in every-allocation mode, and in
+  // sampled mode the moment whose live set is shown as "the peak".
+  uint64_t sampled_peak_event = UINT64_MAX;
+  uint64_t sampled_peak_time_ns = 0;
+  double sampled_peak_bytes = 0;
+  uint64_t sample_bytes() const { return process.sample_bytes(); }
+};
+
+// Weight of a sampled block of `size` bytes with mean sampling interval `mean`: 1/P(sampled).
+double sample_weight(uint64_t size, uint64_t mean);
+
+ReplayResult replay(capture::CaptureReader &reader, const ReplayOptions &opts = {});
+
+// Two passes: the first finds the peak, the second fills the per-stack peak figures.
+ReplayResult replay_with_peak(const std::string &path, std::string *error,
+                              std::function<void(uint64_t, uint64_t)> progress = {});
+
+}  // namespace heapsnap::replay

@@ -1,0 +1,49 @@
+// Turns recorded return addresses into display frames: finds the module that held the address
+// (at the time the capture saw it), symbolizes it (inlined callees expanded), caches per address.
+#pragma once
+#include <cstdint>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "capture/stack_tree.h"
+#include "replay/replay.h"
+#include "symbolize/symbolizer.h"
+
+namespace heapsnap::replay {
+
+struct DisplayFrame {
+  std::string function;   // demangled, or "" when unknown
+  std::string file;       // source file (full path as in DWARF), or ""
+  uint32_t line = 0;
+  std::string module;     // module basename
+  uint64_t address = 0;   // the recorded return address
+  uint64_t module_offset = 0;
+  bool inlined = false;   // an inlined callee of the next frame
+
+  // "func (file.cc:12)", "func (libfoo.so)", "libfoo.so+0x1234", "[truncated]".
+  std::string label(bool with_location = true) const;
+};
+
+class StackSymbolizer {
+ public:
+  StackSymbolizer(const std::vector<ModuleRecord> &modules, symbolize::SymbolizerOptions opts = {});
+
+  // Display frames of one return address, innermost first. Address 0 is the truncation marker.
+  const std::vector<DisplayFrame> &frames_of(uint64_t address);
+  // All display frames of a stack, innermost first.
+  std::vector<DisplayFrame> stack(const capture::StackTree &tree, uint32_t leaf);
+  std::vector<std::string> warnings() const { return sym_.warnings(); }
+
+ private:
+  struct Range {
+    uint64_t start, end;
+    uint32_t handle;
+    std::string name;
+  };
+  symbolize::Symbolizer sym_;
+  std::vector<Range> ranges_;  // sorted by start
+  std::unordered_map<uint64_t, std::vector<DisplayFrame>> cache_;
+};
+
+}  // namespace heapsnap::replay

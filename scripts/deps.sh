@@ -4,14 +4,14 @@
 HEAPSNAP_BUILD_PACKAGES=(
   g++ meson ninja-build pkg-config
   protobuf-compiler libprotobuf-dev
-  libzstd-dev zstd
+  libzstd-dev zstd zlib1g-dev
   libmimalloc-dev libmimalloc2.0
   libunwind-dev libdw-dev libelf-dev
   doctest-dev nlohmann-json3-dev libcli11-dev
   python3
 )
 # Only the test suite needs these (reference implementations and peers to compare against).
-HEAPSNAP_TEST_PACKAGES=(python3-networkx valgrind clang libclang-rt-14-dev)
+HEAPSNAP_TEST_PACKAGES=(python3-networkx valgrind clang libclang-rt-14-dev golang-go)
 
 heapsnap_missing_packages() {
   local missing=() p

@@ -26,7 +26,38 @@ struct Options {
   bool force = false;
   bool quiet = false;
   std::vector<std::string> command;
+  // Snapshots (see HEAPSNAP_SNAPSHOT in preload/src/config.h).
+  bool snap_exit = false;
+  std::string snap_signal;      // "" = off
+  uint64_t snap_every = 0;
+  std::string snap_heap, snap_rss;
+  uint32_t snap_max = 0;
+  bool snap_contents = false;
 };
+
+bool parse_size(const std::string &s, uint64_t *out);
+
+// Builds HEAPSNAP_SNAPSHOT from the options; "" when no snapshot was asked for.
+std::string snapshot_spec(const Options &o, std::string *error) {
+  std::string spec;
+  auto add = [&](const std::string &item) { spec += (spec.empty() ? "" : ",") + item; };
+  if (o.snap_exit) add("exit");
+  if (!o.snap_signal.empty()) add("signal:" + o.snap_signal);
+  if (o.snap_every) add("every:" + std::to_string(o.snap_every));
+  uint64_t v;
+  if (!o.snap_heap.empty()) {
+    if (!parse_size(o.snap_heap, &v)) *error = "--snapshot-heap-above '" + o.snap_heap + "': expected a size (e.g. 512M, 2G)";
+    add("heap:" + std::to_string(v));
+  }
+  if (!o.snap_rss.empty()) {
+    if (!parse_size(o.snap_rss, &v)) *error = "--snapshot-rss-above '" + o.snap_rss + "': expected a size (e.g. 512M, 2G)";
+    add("rss:" + std::to_string(v));
+  }
+  if (spec.empty() && (o.snap_max || o.snap_contents)) add("client");
+  if (o.snap_max) add("max:" + std::to_string(o.snap_max));
+  if (o.snap_contents) add("contents");
+  return spec;
+}
 
 std::string self_dir() {
   char buf[4096];
@@ -59,6 +90,7 @@ bool parse_size(const std::string &s, uint64_t *out) {
   std::string suf = end;
   if (suf == "k" || suf == "K" || suf == "KiB") v *= 1024;
   else if (suf == "m" || suf == "M" || suf == "MiB") v *= 1024 * 1024;
+  else if (suf == "g" || suf == "G" || suf == "GiB") v *= 1024ull * 1024 * 1024;
   else if (!suf.empty()) return false;
   if (v == 0) return false;
   *out = v;
@@ -81,6 +113,12 @@ int run(const Options &o) {
   }
   if (o.fork_mode != "follow" && o.fork_mode != "stop") {
     fprintf(stderr, "heapsnap record: --fork '%s': expected follow or stop\n", o.fork_mode.c_str());
+    return kExitUsage;
+  }
+  std::string snap_error;
+  std::string snap = snapshot_spec(o, &snap_error);
+  if (!snap_error.empty()) {
+    fprintf(stderr, "heapsnap record: %s\n", snap_error.c_str());
     return kExitUsage;
   }
   std::string shim = find_shim();
@@ -128,6 +166,8 @@ int run(const Options &o) {
     if (sample) setenv("HEAPSNAP_SAMPLE_BYTES", std::to_string(sample).c_str(), 1);
     setenv("HEAPSNAP_STACK_DEPTH", std::to_string(o.stack_depth).c_str(), 1);
     setenv("HEAPSNAP_FORK", o.fork_mode.c_str(), 1);
+    if (!snap.empty()) setenv("HEAPSNAP_SNAPSHOT", snap.c_str(), 1);
+    else unsetenv("HEAPSNAP_SNAPSHOT");
     if (o.no_follow) setenv("HEAPSNAP_NO_FOLLOW", "1", 1);
     else unsetenv("HEAPSNAP_NO_FOLLOW");
     std::vector<char *> argv;
@@ -179,7 +219,9 @@ int split_record_command(int argc, char **argv) {
   int i = 1;
   while (i < argc && std::string(argv[i]) != "record") ++i;
   if (i == argc) return argc;
-  static const char *with_value[] = {"-o", "--output", "--sample-bytes", "--stack-depth", "--fork"};
+  static const char *with_value[] = {"-o", "--output", "--sample-bytes", "--stack-depth", "--fork",
+                                     "--snapshot-every", "--snapshot-heap-above", "--snapshot-rss-above",
+                                     "--max-snapshots"};
   for (++i; i < argc; ++i) {
     std::string a = argv[i];
     if (a == "--") {
@@ -209,6 +251,16 @@ void add_record_command(CLI::App &app, int *rc) {
   cmd->add_option("--fork", opts->fork_mode,
                   "forked children: follow (own capture file, name + .<pid>) or stop (untraced)");
   cmd->add_flag("-f,--force", opts->force, "replace an existing output file");
+  cmd->add_flag("--snapshot-at-exit", opts->snap_exit,
+                "heap snapshot (every live block, roots, pointers) after the program's atexit handlers");
+  CLI::Option *on_signal =
+      cmd->add_option("--snapshot-on-signal", opts->snap_signal, "heap snapshot when the program gets this signal (default USR2)")
+          ->expected(0, 1);
+  cmd->add_option("--snapshot-every", opts->snap_every, "heap snapshot every N seconds");
+  cmd->add_option("--snapshot-heap-above", opts->snap_heap, "heap snapshot when the heap first exceeds SIZE (e.g. 2G)");
+  cmd->add_option("--snapshot-rss-above", opts->snap_rss, "heap snapshot when RSS first exceeds SIZE");
+  cmd->add_option("--max-snapshots", opts->snap_max, "at most N snapshots (default 10)");
+  cmd->add_flag("--snapshot-contents", opts->snap_contents, "keep every block's bytes in snapshots");
   cmd->add_flag("-q,--quiet", opts->quiet, "say nothing on stderr");
   // The program and its arguments are split off by split_record_command() before CLI11 parses,
   // so that the program's own options and "--" reach it untouched.
@@ -216,8 +268,11 @@ void add_record_command(CLI::App &app, int *rc) {
       "Examples:\n"
       "  heapsnap record -o app.hsnap -- ./app arg1 arg2\n"
       "  heapsnap record --sample-bytes 1 -o all.hsnap -- python3 script.py\n"
+      "  heapsnap record --snapshot-at-exit -o app.hsnap -- ./app\n"
+      "  heapsnap record --snapshot-on-signal=USR2 -o srv.hsnap -- ./server &  kill -USR2 <pid>\n"
       "The exit status is the program's (128+N if it was killed by signal N).");
-  cmd->callback([opts, rc] {
+  cmd->callback([opts, rc, on_signal] {
+    if (on_signal->count() && opts->snap_signal.empty()) opts->snap_signal = "USR2";
     opts->command = record_command();
     *rc = run(*opts);
   });

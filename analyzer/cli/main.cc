@@ -14,7 +14,9 @@ int main(int argc, char **argv) {
       "  heapsnap summary app.hsnap                   what the capture knows\n"
       "  heapsnap top-allocators app.hsnap            where the allocations come from\n"
       "  heapsnap leaks app.hsnap                     what was never freed\n"
-      "  heapsnap peak app.hsnap                      what was live at the peak\n",
+      "  heapsnap peak app.hsnap                      what was live at the peak\n"
+      "  heapsnap flamegraph app.hsnap                collapsed stacks for flamegraph.pl\n"
+      "  heapsnap export --format pprof -o app.pb.gz app.hsnap   for go tool pprof\n",
       "heapsnap"};
   app.set_version_flag("--version", std::string("heapsnap ") + HEAPSNAP_VERSION);
   app.require_subcommand(1);
@@ -23,6 +25,9 @@ int main(int argc, char **argv) {
   heapsnap::cli::add_record_command(app, &rc);
   heapsnap::cli::add_summary_command(app, &rc);
   heapsnap::cli::add_replay_commands(app, &rc);
+  heapsnap::cli::add_export_commands(app, &rc);
+  heapsnap::cli::add_snapshots_command(app, &rc);
+  heapsnap::cli::add_unreachable_command(app, &rc);
   try {
     app.parse(heapsnap::cli::split_record_command(argc, argv), argv);
   } catch (const CLI::ParseError &e) {

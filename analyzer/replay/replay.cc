@@ -60,6 +60,13 @@ class Replayer {
   }
 
   void finish() {
+    if (bad_stack_events_)
+      r_.problems.push_back({bad_stack_offset_, std::to_string(bad_stack_events_) +
+                                                    " events name a stack no Stack record defined before them; "
+                                                    "counted under an unknown stack"});
+    if (bad_id_events_)
+      r_.problems.push_back({bad_id_offset_, std::to_string(bad_id_events_) +
+                                                 " events name block id 0 (not a valid id); ignored"});
     r_.memory_bytes = live_.memory_bytes() + r_.stacks.memory_bytes() +
                       r_.by_stack.capacity() * sizeof(StackFigures);
   }
@@ -120,6 +127,18 @@ class Replayer {
     capture::Event e;
     while (dec.next(&e)) {
       see_time(e.time_ns);
+      // Ids come from the file. A stack the tree does not hold must not size by_stack (fig() would
+      // resize it to the id: up to 2^32 entries); id 0 is the live table's empty-slot key.
+      bool uses_stack = e.kind == wire::ALLOC || e.kind == wire::POOL_ALLOC || e.kind == wire::REALLOC;
+      if (uses_stack && e.stack > r_.stacks.nodes()) {
+        if (!bad_stack_events_++) bad_stack_offset_ = pos.frame_offset;
+        e.stack = 0;
+      }
+      if (e.id == 0 && e.kind != wire::POOL_FREE) {
+        if (!bad_id_events_++) bad_id_offset_ = pos.frame_offset;
+        after_event(e.time_ns);
+        continue;
+      }
       switch (e.kind) {
         case wire::ALLOC:
         case wire::POOL_ALLOC: {
@@ -176,6 +195,8 @@ class Replayer {
   uint64_t mean_ = 1;
   util::FlatMap64<LiveBlock> live_;
   double live_bytes_ = 0;
+  uint64_t bad_stack_events_ = 0, bad_stack_offset_ = 0;
+  uint64_t bad_id_events_ = 0, bad_id_offset_ = 0;
 };
 
 }  // namespace

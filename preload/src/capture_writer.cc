@@ -15,6 +15,7 @@
 #include "config.h"
 #include "module_map.h"
 #include "private_heap.h"
+#include "snapshot.h"
 #include "thread_state.h"
 #include "tracer.h"
 
@@ -109,21 +110,26 @@ void collect_thread(ThreadState *s, void *) {
   s->lock.unlock();
 }
 
-void append_totals_record() {
+TotalsView append_totals_record() {
   TotalsView t = read_totals();
   outbox_lock();
   wire::RecordMark m = wire::begin_record(outbox(), wire::kTotals);
   encode_totals(outbox(), t);
   wire::end_record(outbox(), m);
   outbox_unlock();
+  return t;
 }
 
-// Must hold g_flush_mutex. Moves everything pending into the file.
-bool flush_locked(bool with_totals) {
+// Must hold g_flush_mutex. Moves everything pending into the file. The writer thread's periodic
+// flush also drives the snapshot triggers.
+bool flush_locked(bool with_totals, bool tick = false) {
   if (g_fd < 0) return false;
   modules::refresh(false);
   for_each_thread(collect_thread, nullptr);
-  if (with_totals) append_totals_record();
+  if (with_totals) {
+    TotalsView t = append_totals_record();
+    if (tick) snapshot::writer_tick(t.heap > 0 ? uint64_t(t.heap) : 0, t.rss);
+  }
   outbox_lock();
   g_outbox->swap(*g_pending);
   bool oom = g_pending->failed();
@@ -139,6 +145,14 @@ bool flush_locked(bool with_totals) {
 
 void *writer_main(void *) {
   t_local.guard = 1;  // the writer's own allocations are never traced
+  pthread_attr_t attr;
+  if (pthread_getattr_np(pthread_self(), &attr) == 0) {
+    void *lo = nullptr;
+    size_t size = 0;
+    if (pthread_attr_getstack(&attr, &lo, &size) == 0)
+      snapshot::set_writer_stack(reinterpret_cast<uint64_t>(lo), reinterpret_cast<uint64_t>(lo) + size);
+    pthread_attr_destroy(&attr);
+  }
   while (!g_writer_stop.load(std::memory_order_acquire)) {
     pthread_mutex_lock(&g_wake_mutex);
     timespec ts;
@@ -150,7 +164,7 @@ void *writer_main(void *) {
     pthread_mutex_unlock(&g_wake_mutex);
     if (g_writer_stop.load(std::memory_order_acquire)) break;
     pthread_mutex_lock(&g_flush_mutex);
-    bool ok = flush_locked(true);
+    bool ok = flush_locked(true, true);
     pthread_mutex_unlock(&g_flush_mutex);
     if (!ok && g_fd >= 0) {
       stop_tracing("cannot write the capture file");
@@ -223,6 +237,29 @@ void append_process_info(bool fork_child, int parent_pid) {
 }
 
 }  // namespace
+
+const char *writer_capture_path() { return g_path; }
+
+bool writer_append_file(const char *path) {
+  if (g_fd < 0) return false;
+  int fd = open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return false;
+  const size_t kChunk = 1u << 20;
+  auto *buf = static_cast<uint8_t *>(heap::alloc(kChunk));
+  bool ok = buf != nullptr;
+  while (ok) {
+    ssize_t n = read(fd, buf, kChunk);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) {
+      ok = n == 0;
+      break;
+    }
+    ok = write_all(buf, size_t(n));
+  }
+  heap::release(buf);
+  close(fd);
+  return ok;
+}
 
 void outbox_lock() { pthread_mutex_lock(&g_outbox_mutex); }
 void outbox_unlock() { pthread_mutex_unlock(&g_outbox_mutex); }

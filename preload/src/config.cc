@@ -3,6 +3,7 @@
 #include <sys/auxv.h>
 #include <unistd.h>
 
+#include <csignal>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -21,6 +22,59 @@ bool parse_u64(const char *s, uint64_t *out) {
   else if (*end == 'm' || *end == 'M') { v *= 1024 * 1024; ++end; }
   if (*end != '\0') return false;
   *out = v;
+  return true;
+}
+
+bool parse_size(const char *s, uint64_t *out) {
+  if (!s || !*s) return false;
+  char *end = nullptr;
+  unsigned long long v = strtoull(s, &end, 10);
+  switch (*end) {
+    case 'k': case 'K': v <<= 10; ++end; break;
+    case 'm': case 'M': v <<= 20; ++end; break;
+    case 'g': case 'G': v <<= 30; ++end; break;
+    default: break;
+  }
+  if (*end != '\0') return false;
+  *out = v;
+  return true;
+}
+
+bool parse_signal(const char *s, int *out) {
+  static const struct { const char *name; int sig; } names[] = {
+      {"USR1", SIGUSR1}, {"USR2", SIGUSR2}, {"HUP", SIGHUP}, {"PROF", SIGPROF},
+      {"WINCH", SIGWINCH}, {"URG", SIGURG}, {"PWR", SIGPWR}};
+  if (strncmp(s, "SIG", 3) == 0) s += 3;
+  for (const auto &n : names)
+    if (strcmp(s, n.name) == 0) { *out = n.sig; return true; }
+  uint64_t v;
+  if (parse_u64(s, &v) && v >= 1 && v < 65) { *out = int(v); return true; }
+  return false;
+}
+
+// Parses HEAPSNAP_SNAPSHOT (see config.h). Unknown items make the whole setting invalid, so a
+// typo never silently records nothing.
+bool parse_snapshot(const char *spec) {
+  char buf[512];
+  if (strlen(spec) >= sizeof(buf)) return false;
+  strcpy(buf, spec);
+  config.snapshot_max = 10;
+  config.snapshot_client = true;
+  for (char *save = nullptr, *item = strtok_r(buf, ",", &save); item; item = strtok_r(nullptr, ",", &save)) {
+    char *arg = strchr(item, ':');
+    if (arg) *arg++ = '\0';
+    uint64_t v = 0;
+    if (strcmp(item, "exit") == 0 && !arg) config.snapshot_at_exit = true;
+    else if (strcmp(item, "signal") == 0) { if (!parse_signal(arg ? arg : "USR2", &config.snapshot_signal)) return false; }
+    else if (strcmp(item, "every") == 0 && arg && parse_u64(arg, &v) && v > 0) config.snapshot_every_ns = v * 1000000000ull;
+    else if (strcmp(item, "heap") == 0 && arg && parse_size(arg, &v) && v > 0) config.snapshot_heap_above = v;
+    else if (strcmp(item, "rss") == 0 && arg && parse_size(arg, &v) && v > 0) config.snapshot_rss_above = v;
+    else if (strcmp(item, "max") == 0 && arg && parse_u64(arg, &v) && v > 0 && v < 100000) config.snapshot_max = uint32_t(v);
+    else if (strcmp(item, "contents") == 0 && !arg) config.snapshot_contents = true;
+    else if (strcmp(item, "client") == 0 && !arg) config.snapshot_client = true;
+    else return false;
+  }
+  config.snapshots = true;
   return true;
 }
 
@@ -59,6 +113,16 @@ bool read_config() {
   }
   const char *dbg = getenv("HEAPSNAP_DEBUG");
   config.debug = dbg && strcmp(dbg, "1") == 0;
+  if (const char *s = getenv("HEAPSNAP_SNAPSHOT"); s && *s) {
+    if (!parse_snapshot(s)) {
+      static const char msg[] = "heapsnap: HEAPSNAP_SNAPSHOT is not understood; tracing without snapshots\n";
+      (void)!write(2, msg, sizeof(msg) - 1);
+      config.snapshots = false;
+      config.snapshot_at_exit = false;
+      config.snapshot_signal = 0;
+      config.snapshot_every_ns = config.snapshot_heap_above = config.snapshot_rss_above = 0;
+    }
+  }
   return true;
 }
 

@@ -16,6 +16,18 @@ struct Config {
   uint32_t flush_ms;          // HEAPSNAP_FLUSH_MS: maximum time between frames
   bool debug;                 // HEAPSNAP_DEBUG=1: the shim says on stderr why it stopped tracing
   int zstd_level;             // HEAPSNAP_ZSTD_LEVEL (1..19)
+
+  // HEAPSNAP_SNAPSHOT: comma-separated triggers, e.g. "exit,signal:USR2,every:30,heap:2G,
+  // rss:3G,max:5,contents". Any trigger turns on the full live-block table (see info_shadow.h).
+  bool snapshots;             // some trigger is set
+  bool snapshot_at_exit;
+  int snapshot_signal;        // 0 = none
+  uint64_t snapshot_every_ns; // 0 = none
+  uint64_t snapshot_heap_above;
+  uint64_t snapshot_rss_above;
+  uint32_t snapshot_max;      // cap on snapshots per process
+  bool snapshot_contents;     // keep raw block bytes
+  bool snapshot_client;       // heapsnap_snapshot() requests are honoured
 };
 
 // The default mean sampling interval. 64 KiB: at ~1 us per sampled stack it costs under 2% on

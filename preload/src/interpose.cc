@@ -9,6 +9,8 @@
 #include <new>
 
 #include "real_alloc.h"
+#include "call_sites.h"
+#include "info_shadow.h"
 #include "sampled_blocks.h"
 #include "sampled_path.h"
 #include "shadow_map.h"
@@ -34,6 +36,7 @@ HS_INLINE void on_alloc(void *p, size_t size, uint8_t fn, uintptr_t ra) {
   bool sampled = false;
   if (HS_UNLIKELY(t.countdown <= 0)) sampled = reach_sample_point(t, size);
   if (HS_UNLIKELY(!shadow::mark(p, size, usable, sampled))) return;
+  if (HS_UNLIKELY(info::enabled)) info::record(p, call_sites::intern(ra), uint32_t(coarse_rel_ns() / 1000000));
   account_alloc(t, size);
   if (HS_UNLIKELY(sampled)) record_alloc(t, p, size, fn, ra);
 }
@@ -112,6 +115,10 @@ void *do_realloc(void *old, size_t n, uintptr_t ra) {
       --t.guard;
     }
   }
+  uint64_t old_info = 0;
+  if (HS_UNLIKELY(info::enabled) && v) {
+    if (uint64_t *slot = info::slot(old, false)) old_info = *slot;
+  }
   void *q = real::fn.realloc(old, n);
   if (!q) {
     if (v) shadow::mark(old, old_size, usable::of(old), v & shadow::kSampledBit);
@@ -141,6 +148,11 @@ void *do_realloc(void *old, size_t n, uintptr_t ra) {
     account_free(t, old_size);
     if (named) record_free_id(t, id);
     return q;
+  }
+  if (HS_UNLIKELY(info::enabled)) {
+    // A moved block keeps its allocation site and time (its identity), not the realloc's.
+    if (uint64_t *slot = info::slot(q, true))
+      *slot = old_info ? old_info : info::encode(call_sites::intern(ra), uint32_t(coarse_rel_ns() / 1000000));
   }
   account_free(t, old_size);
   account_alloc(t, n);

@@ -87,6 +87,24 @@ bool take(const void *p, Name *n) {
   return true;
 }
 
+bool peek(const void *p, Name *n) {
+  uint64_t a = reinterpret_cast<uint64_t>(p);
+  uint64_t h = hash_of(a);
+  const Stripe &s = g_stripes[h & ((1u << kStripeBits) - 1)];
+  if (!s.slots) return false;
+  uint64_t key = disguise(a);
+  uint64_t j = (h >> kStripeBits) & s.mask;
+  for (uint64_t probes = 0; probes <= s.mask; ++probes) {
+    if (s.slots[j].key == key) {
+      *n = s.slots[j].name;
+      return true;
+    }
+    if (!s.slots[j].key) return false;
+    j = (j + 1) & s.mask;
+  }
+  return false;
+}
+
 void lock_all() {
   for (auto &s : g_stripes) s.lock.lock();
 }

@@ -16,6 +16,7 @@ struct Name {
 };
 bool insert(const void *p, Name n);             // false if out of memory (block stays unnamed)
 bool take(const void *p, Name *n);              // removes; false if p is not a sampled block
+bool peek(const void *p, Name *n);              // lock-free read (snapshot child only)
 void lock_all();                                 // fork: the child must not inherit a torn stripe
 void unlock_all();
 void after_fork_child();

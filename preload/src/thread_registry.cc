@@ -77,6 +77,16 @@ ThreadState *register_current_thread() {
   auto *s = new (mem) ThreadState();
   s->tid = uint32_t(syscall(SYS_gettid));
   s->tls = &t_local;
+  pthread_attr_t attr;
+  if (pthread_getattr_np(pthread_self(), &attr) == 0) {
+    void *addr = nullptr;
+    size_t size = 0;
+    if (pthread_attr_getstack(&attr, &addr, &size) == 0) {
+      s->stack_lo = reinterpret_cast<uint64_t>(addr);
+      s->stack_hi = s->stack_lo + size;
+    }
+    pthread_attr_destroy(&attr);
+  }
   registry_lock();
   s->next = g_threads;
   g_threads = s;
@@ -102,6 +112,13 @@ void unregister_thread(ThreadState *s) {
   g_totals.live_threads.fetch_sub(1, std::memory_order_relaxed);
   s->~ThreadState();
   heap::release(s);
+}
+
+size_t thread_stacks(ThreadStackRange *out, size_t cap) {
+  size_t n = 0;
+  for (ThreadState *s = g_threads; s && n < cap; s = s->next)
+    if (s->stack_hi) out[n++] = {s->tid, s->stack_lo, s->stack_hi};
+  return n;
 }
 
 void for_each_thread(void (*fn)(ThreadState *, void *), void *arg) {

@@ -64,6 +64,7 @@ struct ThreadState {
   ThreadState *next;          // registry list
   StackCacheEntry stack_cache[kStackCacheSize];
   uint64_t next_id, id_limit;  // this thread's reserved range of sample ids
+  uint64_t stack_lo, stack_hi; // the thread's stack mapping (roots of heap snapshots)
   EventBatch batch;
 };
 
@@ -74,6 +75,14 @@ void for_each_thread(void (*fn)(ThreadState *, void *), void *arg);
 void registry_lock();
 void registry_unlock();
 void registry_after_fork_child();
+
+// Stack ranges of the registered threads (for the snapshot child, which reads its frozen copy
+// of the registry without locks). Fills up to cap entries; returns the count.
+struct ThreadStackRange {
+  uint32_t tid;
+  uint64_t lo, hi;
+};
+size_t thread_stacks(ThreadStackRange *out, size_t cap);
 
 // Heap accounting. Each thread batches its heap delta and folds it into the global figure when it
 // moves by more than kFoldBytes; the peak is exact for a single thread and within

@@ -13,7 +13,9 @@
 #include "real_alloc.h"
 #include "sampled_blocks.h"
 #include "sampled_path.h"
+#include "snapshot.h"
 #include "stack_table.h"
+#include "call_sites.h"
 #include "thread_state.h"
 #include "unwinder.h"
 #include "usable_size.h"
@@ -88,6 +90,8 @@ void fork_child() {
   modules::after_fork_child();
   stack_table_after_fork_child();
   sampled_blocks::after_fork_child();
+  call_sites::after_fork_child();
+  snapshot::after_fork_child();
   registry_after_fork_child();
   if (config.fork_mode == ForkMode::stop) {
     g_state.store(kStopped);
@@ -137,6 +141,7 @@ __attribute__((constructor)) void heapsnap_start() {
   if (!failure) {
     unwind::init();
     create_thread_key();
+    snapshot::init();
     if (!writer_open_capture(false, 0)) failure = "cannot create the output file";
   }
   if (!failure) {
@@ -162,6 +167,8 @@ __attribute__((destructor)) void heapsnap_finish() {
   ErrnoSaver es;
   ++t_local.guard;
   g_state.store(kStopped);
+  writer_stop_thread();
+  snapshot::at_exit();
   writer_finish("exit");
   --t_local.guard;
 }
@@ -172,6 +179,9 @@ void finish_before_process_ends(const char *reason) {
   ErrnoSaver es;
   ++t_local.guard;
   g_state.store(kStopped);
+  writer_stop_thread();
+  if (strcmp(reason, "exec") == 0) snapshot::drain();
+  else snapshot::at_exit();
   writer_finish(reason);
   --t_local.guard;
 }

@@ -70,6 +70,10 @@ void writer_fork_prepare();
 void writer_fork_parent();
 void writer_after_fork_child();
 void writer_note_failure(const char *what);
+const char *writer_capture_path();
+// Appends a file of complete zstd frames (a snapshot child's output) to the capture. Must be
+// called by whoever holds the writer (the writer thread's tick, or at exit after it stopped).
+bool writer_append_file(const char *path);
 
 // Stops tracing for good, keeping the program running.
 void stop_tracing(const char *why);

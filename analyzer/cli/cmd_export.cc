@@ -1,0 +1,196 @@
+// `flamegraph` and `export`: a capture's per-stack figures in other tools' formats. Text goes to
+// stdout unless -o says otherwise; pprof is binary, so it needs -o or a stdout that is not a
+// terminal. Notes about the capture go to stderr, since stdout may be the data.
+//
+// `export --format F` dispatches through kFormats: a new format is one more entry there.
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "cli/commands.h"
+#include "cli/format.h"
+#include "cli/progress.h"
+#include "export/collapsed.h"
+#include "export/gzip.h"
+#include "export/pprof.h"
+#include "replay/replay.h"
+#include "replay/stack_symbolizer.h"
+
+namespace heapsnap::cli {
+namespace {
+
+struct ExportOpts {
+  std::string file;
+  std::string format;
+  std::string output;  // "" or "-": stdout
+  std::string metric = "alloc-bytes";
+  std::string match;
+  std::vector<std::string> debug_dirs;
+};
+
+struct Loaded {
+  replay::ReplayResult r;
+  std::unique_ptr<replay::StackSymbolizer> sym;
+};
+
+// Replays the capture (twice when the figures at the peak are wanted) and sets up symbolization.
+bool load(const ExportOpts &o, bool with_peak, Loaded *out) {
+  std::string err;
+  Progress prog("replaying " + o.file);
+  if (with_peak) {
+    out->r = replay::replay_with_peak(o.file, &err, prog.callback());
+    if (!err.empty()) {
+      fprintf(stderr, "heapsnap: %s\n", err.c_str());
+      return false;
+    }
+  } else {
+    auto reader = capture::CaptureReader::open(o.file, &err);
+    if (!reader) {
+      fprintf(stderr, "heapsnap: %s\n", err.c_str());
+      return false;
+    }
+    replay::ReplayOptions ro;
+    ro.progress = prog.callback();
+    out->r = replay::replay(*reader, ro);
+  }
+  prog.done();
+  if (!out->r.have_process) {
+    fprintf(stderr, "heapsnap: %s: no process record: not a usable capture\n", o.file.c_str());
+    return false;
+  }
+  symbolize::SymbolizerOptions so;
+  if (!o.debug_dirs.empty()) so.debug_dirs = o.debug_dirs;
+  out->sym = std::make_unique<replay::StackSymbolizer>(out->r.modules, so);
+  return true;
+}
+
+void print_notes(const Loaded &L) {
+  if (L.r.truncated)
+    fprintf(stderr, "heapsnap: note: the capture is truncated: figures cover what was read\n");
+  for (const auto &p : L.r.problems)
+    fprintf(stderr, "heapsnap: note: offset 0x%llx: %s\n", (unsigned long long)p.offset, p.what.c_str());
+  for (const auto &w : L.sym->warnings()) fprintf(stderr, "heapsnap: note: %s\n", w.c_str());
+}
+
+bool to_stdout(const ExportOpts &o) { return o.output.empty() || o.output == "-"; }
+
+int write_output(const ExportOpts &o, const std::string &data) {
+  if (to_stdout(o)) {
+    if (fwrite(data.data(), 1, data.size(), stdout) != data.size() || fflush(stdout) != 0) {
+      fprintf(stderr, "heapsnap: writing to stdout: %s\n", strerror(errno));
+      return kExitInput;
+    }
+    return kExitOk;
+  }
+  FILE *f = fopen(o.output.c_str(), "wb");
+  if (!f) {
+    fprintf(stderr, "heapsnap: %s: %s\n", o.output.c_str(), strerror(errno));
+    return kExitInput;
+  }
+  bool ok = fwrite(data.data(), 1, data.size(), f) == data.size();
+  ok = (fclose(f) == 0) && ok;
+  if (!ok) {
+    fprintf(stderr, "heapsnap: writing %s: %s\n", o.output.c_str(), strerror(errno));
+    remove(o.output.c_str());  // a partial profile would only mislead
+    return kExitInput;
+  }
+  return kExitOk;
+}
+
+int run_collapsed(const ExportOpts &o) {
+  auto metric = exporter::parse_metric(o.metric);
+  if (!metric) {
+    fprintf(stderr, "heapsnap: --metric '%s': expected alloc-bytes, alloc-calls, leaked or peak\n",
+            o.metric.c_str());
+    return kExitUsage;
+  }
+  Loaded L;
+  if (!load(o, *metric == exporter::Metric::peak, &L)) return kExitInput;
+  exporter::CollapsedOptions co;
+  co.metric = *metric;
+  co.match = o.match;
+  std::string text = exporter::collapsed_text(exporter::collapse_stacks(L.r, *L.sym, co));
+  print_notes(L);
+  return write_output(o, text);
+}
+
+int run_pprof(const ExportOpts &o) {
+  if (to_stdout(o) && stdout_is_terminal()) {
+    fprintf(stderr, "heapsnap export: pprof output is binary: give -o FILE.pb.gz or redirect stdout\n");
+    return kExitUsage;
+  }
+  Loaded L;
+  if (!load(o, false, &L)) return kExitInput;
+  exporter::PprofOptions po;
+  po.match = o.match;
+  po.capture_path = o.file;
+  std::string raw, gz, err;
+  if (!exporter::build_pprof(L.r, *L.sym, po).SerializeToString(&raw)) {
+    fprintf(stderr, "heapsnap: could not serialize the profile (over 2 GiB?)\n");
+    return kExitInput;
+  }
+  if (!exporter::gzip(raw, &gz, &err)) {
+    fprintf(stderr, "heapsnap: %s\n", err.c_str());
+    return kExitInput;
+  }
+  print_notes(L);
+  return write_output(o, gz);
+}
+
+struct Format {
+  const char *name;
+  int (*run)(const ExportOpts &);
+};
+constexpr Format kFormats[] = {
+    {"collapsed", run_collapsed},
+    {"pprof", run_pprof},
+};
+
+int run_export(const ExportOpts &o) {
+  for (const Format &f : kFormats)
+    if (o.format == f.name) return f.run(o);
+  std::string known;
+  for (const Format &f : kFormats) known += std::string(known.empty() ? "" : ", ") + f.name;
+  fprintf(stderr, "heapsnap export: --format '%s' is not implemented (formats: %s)\n", o.format.c_str(),
+          known.c_str());
+  return kExitUsage;
+}
+
+// The options every export shares, named as the replay commands name them.
+void add_common(CLI::App *cmd, ExportOpts &o) {
+  cmd->add_option("file", o.file, "capture file (.hsnap)")->required();
+  cmd->add_option("-o,--output", o.output, "write here instead of stdout");
+  cmd->add_option("--match", o.match, "only stacks with a frame whose function, file or module contains this text");
+  cmd->add_option("--debug-dir", o.debug_dirs, "directory with separate debug files (default /usr/lib/debug); repeatable");
+}
+
+}  // namespace
+
+void add_export_commands(CLI::App &app, int *rc) {
+  {
+    auto o = std::make_shared<ExportOpts>();
+    CLI::App *cmd = app.add_subcommand("flamegraph", "Collapsed stacks for flamegraph.pl or speedscope.");
+    add_common(cmd, *o);
+    cmd->add_option("--metric", o->metric, "alloc-bytes (default), alloc-calls, leaked or peak");
+    cmd->footer("One line per stack, outermost frame first: \"main;f;g 4096\".\n"
+                "Examples:\n  heapsnap flamegraph app.hsnap | flamegraph.pl > app.svg\n"
+                "  heapsnap flamegraph --metric leaked -o leaks.folded app.hsnap   (open in speedscope)");
+    cmd->callback([o, rc] { *rc = run_collapsed(*o); });
+  }
+  {
+    auto o = std::make_shared<ExportOpts>();
+    CLI::App *cmd = app.add_subcommand("export", "The capture's allocation stacks in another tool's format.");
+    add_common(cmd, *o);
+    cmd->add_option("--format", o->format, "pprof (profile.proto, gzipped) or collapsed (as `flamegraph`)")->required();
+    cmd->add_option("--metric", o->metric, "for --format collapsed: alloc-bytes (default), alloc-calls, leaked or peak");
+    cmd->footer("pprof sample types: alloc_objects, alloc_space (default), inuse_objects, inuse_space\n"
+                "(inuse: not freed when the capture ended).\n"
+                "Example:\n  heapsnap export --format pprof -o app.pb.gz app.hsnap && go tool pprof -top app.pb.gz");
+    cmd->callback([o, rc] { *rc = run_export(*o); });
+  }
+}
+
+}  // namespace heapsnap::cli

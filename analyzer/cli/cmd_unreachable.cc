@@ -1,0 +1,106 @@
+// heapsnap unreachable FILE: what a snapshot holds that nothing reaches, in memcheck's terms.
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <cstdio>
+#include <iostream>
+#include <map>
+
+#include "cli/commands.h"
+#include "cli/format.h"
+#include "cli/snapshot_args.h"
+#include "replay/replay.h"
+#include "replay/stack_symbolizer.h"
+#include "snapshot/reachability.h"
+
+namespace heapsnap::cli {
+namespace {
+
+using json = nlohmann::ordered_json;
+
+int run(const SnapshotArgs &a) {
+  snapshot::HeapSnapshot s;
+  if (!load_chosen_snapshot(a, &s)) return kExitInput;
+  auto r = snapshot::classify(s, a.interior == "on");
+  // Lost blocks grouped by the site that allocated them (definite leaders with their cliques).
+  std::string err;
+  auto reader = capture::CaptureReader::open(a.file, &err);
+  replay::ReplayResult rr = reader ? replay::replay(*reader) : replay::ReplayResult{};
+  symbolize::SymbolizerOptions so;
+  if (!a.debug_dirs.empty()) so.debug_dirs = a.debug_dirs;
+  replay::StackSymbolizer sym(rr.modules, so);
+  struct Group {
+    uint64_t definite_blocks = 0, definite_bytes = 0, indirect_blocks = 0, indirect_bytes = 0;
+  };
+  std::map<uint64_t, Group> by_site;
+  for (uint32_t b = 0; b < s.blocks(); ++b) {
+    if (r.state[b] == snapshot::Reach::kDefinite) {
+      Group &g = by_site[s.call_site[b]];
+      ++g.definite_blocks;
+      g.definite_bytes += s.size[b];
+    } else if (r.state[b] == snapshot::Reach::kIndirect) {
+      uint32_t l = r.leader[b];
+      while (l != UINT32_MAX && r.state[l] == snapshot::Reach::kIndirect) l = r.leader[l];
+      Group &g = by_site[l == UINT32_MAX ? s.call_site[b] : s.call_site[l]];
+      ++g.indirect_blocks;
+      g.indirect_bytes += s.size[b];
+    }
+  }
+  std::vector<std::pair<uint64_t, Group>> rows(by_site.begin(), by_site.end());
+  std::sort(rows.begin(), rows.end(), [](auto &x, auto &y) {
+    return x.second.definite_bytes + x.second.indirect_bytes > y.second.definite_bytes + y.second.indirect_bytes;
+  });
+  if (rows.size() > a.limit) rows.resize(a.limit);
+  using R = snapshot::Reach;
+  const auto &t = r.totals;
+  auto idx = [](R k) { return int(k); };
+  if (a.json) {
+    json j;
+    j["file"] = a.file;
+    j["snapshot"] = s.info.index;
+    j["interior"] = a.interior == "on";
+    for (R k : {R::kDefinite, R::kIndirect, R::kPossible, R::kReachable}) {
+      std::string name = snapshot::reach_name(k);
+      std::replace(name.begin(), name.end(), ' ', '_');
+      j[name] = {{"blocks", t.blocks[idx(k)]}, {"bytes", t.bytes[idx(k)]}};
+    }
+    j["unreachable_bytes"] = t.bytes[idx(R::kDefinite)] + t.bytes[idx(R::kIndirect)];
+    j["unreachable_blocks"] = t.blocks[idx(R::kDefinite)] + t.blocks[idx(R::kIndirect)];
+    json arr = json::array();
+    for (auto &[site, g] : rows) {
+      const auto &fr = sym.frames_of(site);
+      arr.push_back({{"site", fr.empty() ? "" : fr[0].label()}, {"call_site", site},
+                     {"definite_blocks", g.definite_blocks}, {"definite_bytes", g.definite_bytes},
+                     {"indirect_blocks", g.indirect_blocks}, {"indirect_bytes", g.indirect_bytes}});
+    }
+    j["by_site"] = arr;
+    std::cout << j.dump(2) << "\n";
+    return kExitOk;
+  }
+  auto sz = [&](uint64_t b) { return a.raw_bytes ? std::to_string(b) + " bytes" : human_bytes(double(b)); };
+  printf("snapshot %u (%s) of %s — memcheck's leak summary%s\n", s.info.index,
+         snapshot::trigger_name(s.info.trigger), a.file.c_str(), a.interior == "on" ? "" : " (interior pointers ignored)");
+  for (R k : {R::kDefinite, R::kIndirect, R::kPossible, R::kReachable})
+    printf("  %-16s %s in %s blocks\n", (std::string(snapshot::reach_name(k)) + ":").c_str(), sz(t.bytes[idx(k)]).c_str(),
+           human_count(t.blocks[idx(k)]).c_str());
+  if (!rows.empty()) printf("\nlost blocks by allocation site (indirect ones counted at their clique's leader):\n");
+  for (auto &[site, g] : rows) {
+    const auto &fr = sym.frames_of(site);
+    printf("  %12s definite in %s, %12s indirect in %s  %s\n", sz(g.definite_bytes).c_str(),
+           human_count(g.definite_blocks).c_str(), sz(g.indirect_bytes).c_str(), human_count(g.indirect_blocks).c_str(),
+           fr.empty() ? "?" : fr[0].label().c_str());
+  }
+  return kExitOk;
+}
+
+}  // namespace
+
+void add_unreachable_command(CLI::App &app, int *rc) {
+  auto a = std::make_shared<SnapshotArgs>();
+  CLI::App *cmd = app.add_subcommand("unreachable", "Blocks of a snapshot that nothing reaches: definitely, indirectly and possibly lost, as memcheck counts them.");
+  add_snapshot_args(cmd, *a);
+  cmd->footer("Example: heapsnap record --snapshot-at-exit -o app.hsnap -- ./app && heapsnap unreachable app.hsnap");
+  cmd->callback([a, rc] { *rc = run(*a); });
+}
+
+}  // namespace heapsnap::cli

@@ -1,0 +1,46 @@
+#include "cli/snapshot_args.h"
+
+#include <cstdio>
+
+namespace heapsnap::cli {
+
+void add_snapshot_args(CLI::App *cmd, SnapshotArgs &a) {
+  cmd->add_option("file", a.file, "capture file")->required();
+  cmd->add_option("--snapshot", a.snapshot, "snapshot index (default: the last complete one; see `heapsnap snapshots`)");
+  cmd->add_flag("--json", a.json, "machine-readable output");
+  cmd->add_flag("--bytes", a.raw_bytes, "print sizes as plain byte counts");
+  cmd->add_option("--interior", a.interior, "follow interior pointers: on (default) or off (memcheck's 'possibly lost' view)")
+      ->check(CLI::IsMember({"on", "off"}));
+  cmd->add_option("--debug-dir", a.debug_dirs, "directory with separate debug files; repeatable");
+  cmd->add_option("-n,--limit", a.limit, "rows to show (default 20)");
+}
+
+bool load_chosen_snapshot(const SnapshotArgs &a, snapshot::HeapSnapshot *out) {
+  std::string err;
+  auto reader = capture::CaptureReader::open(a.file, &err);
+  if (!reader) {
+    fprintf(stderr, "heapsnap: %s\n", err.c_str());
+    return false;
+  }
+  int index = a.snapshot;
+  if (index < 0) {
+    auto list = snapshot::list_snapshots(*reader);
+    for (const auto &s : list)
+      if (s.have_end && s.end.complete()) index = int(s.index);
+    if (index < 0) {
+      fprintf(stderr, "heapsnap: %s has no complete snapshot (record with --snapshot-at-exit or another trigger)\n",
+              a.file.c_str());
+      return false;
+    }
+    reader = capture::CaptureReader::open(a.file, &err);
+  }
+  bool ok = snapshot::load_snapshot(*reader, uint32_t(index), out, &err);
+  if (!ok) {
+    fprintf(stderr, "heapsnap: %s\n", err.c_str());
+    return false;
+  }
+  if (!err.empty()) fprintf(stderr, "heapsnap: warning: %s\n", err.c_str());
+  return true;
+}
+
+}  // namespace heapsnap::cli

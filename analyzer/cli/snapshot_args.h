@@ -1,0 +1,26 @@
+// Options shared by the snapshot queries (unreachable, top-retainers, dominators, path, ...).
+#pragma once
+#include <string>
+
+#include <CLI/CLI.hpp>
+
+#include "snapshot/heap_snapshot.h"
+
+namespace heapsnap::cli {
+
+struct SnapshotArgs {
+  std::string file;
+  int snapshot = -1;           // -1: the last complete snapshot
+  bool json = false;
+  bool raw_bytes = false;
+  std::string interior = "on";
+  std::vector<std::string> debug_dirs;
+  size_t limit = 20;
+};
+
+void add_snapshot_args(CLI::App *cmd, SnapshotArgs &a);
+
+// Loads the chosen snapshot; prints the error and returns false on failure.
+bool load_chosen_snapshot(const SnapshotArgs &a, snapshot::HeapSnapshot *out);
+
+}  // namespace heapsnap::cli

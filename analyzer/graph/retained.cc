@@ -1,0 +1,51 @@
+#include "graph/retained.h"
+
+#include <stdexcept>
+
+namespace heapsnap::graph {
+
+RetainedSizes compute_retained(const DominatorTree& tree, std::span<const uint64_t> shallow_size) {
+  const size_t num = tree.idom.size();
+  if (shallow_size.size() != num)
+    throw std::invalid_argument("compute_retained: shallow_size has the wrong length");
+
+  RetainedSizes r;
+  r.bytes.assign(num, 0);
+  r.count.assign(num, 0);
+  uint64_t* bytes = r.bytes.data();
+  uint32_t* count = r.count.data();
+  const uint32_t* idom = tree.idom.data();
+  // Reverse preorder reaches every node after all of its dominator-tree descendants (an idom
+  // precedes its children in preorder), so one sweep can add each finished node into its idom.
+  for (size_t i = tree.preorder.size(); i-- > 1;) {
+    const uint32_t v = tree.preorder[i];
+    const uint64_t b = bytes[v] + shallow_size[v];
+    const uint32_t c = count[v] + 1;
+    bytes[v] = b;
+    count[v] = c;
+    bytes[idom[v]] += b;
+    count[idom[v]] += c;
+  }
+  if (!tree.preorder.empty()) {
+    const uint32_t root = tree.preorder[0];
+    bytes[root] += shallow_size[root];
+    count[root] += 1;
+  }
+  return r;
+}
+
+DomChildren dominator_children(const DominatorTree& tree) {
+  const uint32_t num = static_cast<uint32_t>(tree.idom.size());
+  if (tree.preorder.size() <= 1) {
+    std::vector<uint32_t> none;
+    return build_csr(num, none, none);
+  }
+  // Edges idom(v) -> v for every non-root reachable v, listed in preorder; the counting sort
+  // in build_csr is stable, so children come out in preorder too.
+  std::span<const uint32_t> children(tree.preorder.data() + 1, tree.preorder.size() - 1);
+  std::vector<uint32_t> parents(children.size());
+  for (size_t i = 0; i < children.size(); ++i) parents[i] = tree.idom[children[i]];
+  return build_csr(num, parents, children);
+}
+
+}  // namespace heapsnap::graph

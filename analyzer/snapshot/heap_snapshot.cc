@@ -1,0 +1,226 @@
+#include "snapshot/heap_snapshot.h"
+
+#include <algorithm>
+
+namespace heapsnap::snapshot {
+
+const char *trigger_name(int t) {
+  switch (t) {
+    case wire::TRIGGER_EXIT: return "exit";
+    case wire::TRIGGER_SIGNAL: return "signal";
+    case wire::TRIGGER_PERIODIC: return "periodic";
+    case wire::TRIGGER_HEAP_THRESHOLD: return "heap-threshold";
+    case wire::TRIGGER_RSS_THRESHOLD: return "rss-threshold";
+    case wire::TRIGGER_CLIENT: return "client";
+    default: return "?";
+  }
+}
+
+const char *root_kind_name(int k) {
+  switch (k) {
+    case kGlobal: return "global";
+    case kStack: return "stack";
+    case kRegisters: return "registers";
+    case kTls: return "tls";
+    case kAnon: return "anonymous";
+    default: return "?";
+  }
+}
+
+std::vector<SnapshotInfo> list_snapshots(capture::CaptureReader &reader) {
+  std::vector<SnapshotInfo> out;
+  auto get = [&](uint32_t index) -> SnapshotInfo & {
+    for (auto &s : out)
+      if (s.index == index) return s;
+    out.push_back(SnapshotInfo{});
+    out.back().index = index;
+    return out.back();
+  };
+  reader.for_each_record([&](const wire::Record &r, const capture::RecordPos &) {
+    if (r.has_snapshot_begin()) {
+      const auto &b = r.snapshot_begin();
+      SnapshotInfo &s = get(b.index());
+      s.have_begin = true;
+      s.time_ns = b.time_ns();
+      s.trigger = b.trigger();
+      s.label = b.label();
+      s.pause_ns = b.pause_ns();
+      s.totals = b.totals();
+    } else if (r.has_snapshot_end()) {
+      SnapshotInfo &s = get(r.snapshot_end().index());
+      s.have_end = true;
+      s.end = r.snapshot_end();
+    }
+    return true;
+  });
+  std::sort(out.begin(), out.end(), [](const SnapshotInfo &a, const SnapshotInfo &b) { return a.index < b.index; });
+  return out;
+}
+
+uint32_t HeapSnapshot::find(uint64_t a) const {
+  auto it = std::upper_bound(addr.begin(), addr.end(), a);
+  if (it == addr.begin()) return UINT32_MAX;
+  uint32_t b = uint32_t(it - addr.begin() - 1);
+  return a < addr[b] + std::max<uint64_t>(size[b], 1) ? b : UINT32_MAX;
+}
+
+size_t HeapSnapshot::memory_bytes() const {
+  return addr.capacity() * 8 + size.capacity() * 8 + call_site.capacity() * 8 + id.capacity() * 8 +
+         (stack.capacity() + time_ms.capacity() + pool.capacity()) * 4 + edge_begin.capacity() * 8 +
+         edge_target.capacity() * 4 + edge_offset.capacity() * 4 + edge_interior.capacity() / 8 +
+         root_target.capacity() * 4 + root_offset.capacity() * 8;
+}
+
+bool load_snapshot(capture::CaptureReader &reader, uint32_t index, HeapSnapshot *out, std::string *error) {
+  HeapSnapshot &s = *out;
+  s = HeapSnapshot{};
+  s.info.index = index;
+  bool found = false;
+  uint64_t last_source = 0;
+  bool any_source = false;
+  std::string err;
+  auto fail = [&](const capture::RecordPos &pos, const std::string &what) {
+    if (err.empty()) err = "snapshot " + std::to_string(index) + ", record in frame at offset " +
+                           std::to_string(pos.frame_offset) + ": " + what;
+  };
+  reader.for_each_record([&](const wire::Record &r, const capture::RecordPos &pos) {
+    switch (r.body_case()) {
+      case wire::Record::kSnapshotBegin:
+        if (r.snapshot_begin().index() != index) break;
+        found = true;
+        s.info.have_begin = true;
+        s.info.time_ns = r.snapshot_begin().time_ns();
+        s.info.trigger = r.snapshot_begin().trigger();
+        s.info.label = r.snapshot_begin().label();
+        s.info.pause_ns = r.snapshot_begin().pause_ns();
+        s.info.totals = r.snapshot_begin().totals();
+        break;
+      case wire::Record::kSnapshotBlocks: {
+        const auto &b = r.snapshot_blocks();
+        if (b.index() != index) break;
+        found = true;
+        int n = b.addr_delta_size();
+        if (b.first_block() != s.addr.size() || b.size_size() != n || b.call_site_delta_size() != n ||
+            b.stack_size() != n || b.id_size() != n || b.time_ms_size() != n) {
+          fail(pos, "block columns out of order or of unequal length");
+          return false;
+        }
+        uint64_t a = 0, site = 0;
+        for (int i = 0; i < n; ++i) {
+          a += uint64_t(b.addr_delta(i));
+          site += uint64_t(b.call_site_delta(i));
+          if (!s.addr.empty() && a <= s.addr.back()) {
+            fail(pos, "block addresses not ascending");
+            return false;
+          }
+          s.addr.push_back(a);
+          s.size.push_back(b.size(i));
+          s.call_site.push_back(site);
+          s.stack.push_back(b.stack(i));
+          s.id.push_back(b.id(i));
+          s.time_ms.push_back(b.time_ms(i));
+          s.pool.push_back(i < b.pool_size() ? b.pool(i) : 0);
+        }
+        break;
+      }
+      case wire::Record::kSnapshotEdges: {
+        const auto &e = r.snapshot_edges();
+        if (e.index() != index) break;
+        if (s.edge_begin.empty()) s.edge_begin.assign(s.addr.size() + 1, 0);
+        if (e.from_delta_size() != e.count_size()) {
+          fail(pos, "edge columns of unequal length");
+          return false;
+        }
+        uint64_t source = e.base_block();
+        int t = 0, interior_at = 0;
+        uint64_t next_interior = e.interior_edge_size() ? e.interior_edge(0) : UINT64_MAX;
+        uint64_t ordinal = 0;
+        for (int k = 0; k < e.from_delta_size(); ++k) {
+          source += e.from_delta(k);
+          if (source >= s.addr.size() || (any_source && source <= last_source)) {
+            fail(pos, "edge source " + std::to_string(source) + " out of range or order");
+            return false;
+          }
+          // Sources without edges between the previous one and this one: empty ranges.
+          for (uint64_t q = any_source ? last_source + 1 : 0; q <= source; ++q) s.edge_begin[q] = s.edge_target.size();
+          any_source = true;
+          last_source = source;
+          uint32_t count = e.count(k);
+          if (uint64_t(t) + count > uint64_t(e.to_delta_size()) || uint64_t(t) + count > uint64_t(e.offset_size())) {
+            fail(pos, "edge targets run short");
+            return false;
+          }
+          for (uint32_t c = 0; c < count; ++c, ++t, ++ordinal) {
+            int64_t target = int64_t(source) + e.to_delta(t);
+            if (target < 0 || uint64_t(target) >= s.addr.size()) {
+              fail(pos, "edge target out of range");
+              return false;
+            }
+            s.edge_target.push_back(uint32_t(target));
+            s.edge_offset.push_back(e.offset(t));
+            bool interior = ordinal == next_interior;
+            if (interior) {
+              ++interior_at;
+              next_interior = interior_at < e.interior_edge_size() ? next_interior + e.interior_edge(interior_at) : UINT64_MAX;
+            }
+            s.edge_interior.push_back(interior);
+          }
+        }
+        break;
+      }
+      case wire::Record::kSnapshotRoots: {
+        const auto &rt = r.snapshot_roots();
+        if (rt.index() != index) break;
+        if (rt.target_delta_size() != rt.root_offset_size()) {
+          fail(pos, "root columns of unequal length");
+          return false;
+        }
+        RootRange range{RootKind(rt.kind() <= 4 ? rt.kind() : 4), rt.detail(), rt.start(), rt.length(), rt.name(),
+                        uint32_t(s.root_target.size()), uint32_t(rt.target_delta_size())};
+        int64_t t = 0;
+        uint64_t off = 0;
+        int inter_at = 0;
+        uint64_t next_inter = rt.interior_edge_size() ? rt.interior_edge(0) : UINT64_MAX;
+        for (int i = 0; i < rt.target_delta_size(); ++i) {
+          t += rt.target_delta(i);
+          off += rt.root_offset(i);
+          if (t < 0 || uint64_t(t) >= s.addr.size()) {
+            fail(pos, "root target out of range");
+            return false;
+          }
+          s.root_target.push_back(uint32_t(t));
+          s.root_offset.push_back(off);
+          bool interior = uint64_t(i) == next_inter;
+          if (interior) {
+            ++inter_at;
+            next_inter = inter_at < rt.interior_edge_size() ? next_inter + rt.interior_edge(inter_at) : UINT64_MAX;
+          }
+          s.root_interior.push_back(interior);
+        }
+        s.roots.push_back(std::move(range));
+        break;
+      }
+      case wire::Record::kSnapshotEnd:
+        if (r.snapshot_end().index() != index) break;
+        s.info.have_end = true;
+        s.info.end = r.snapshot_end();
+        return !s.info.have_begin;  // the Begin (written by the parent) may come after the End
+      default: break;
+    }
+    return true;
+  });
+  if (!err.empty()) {
+    *error = err;
+    return false;
+  }
+  if (!found) {
+    *error = "no snapshot " + std::to_string(index) + " in " + reader.path();
+    return false;
+  }
+  if (s.edge_begin.empty()) s.edge_begin.assign(s.addr.size() + 1, 0);
+  for (uint64_t q = any_source ? last_source + 1 : 0; q <= s.addr.size(); ++q) s.edge_begin[q] = s.edge_target.size();
+  if (!s.info.have_end) *error = "snapshot " + std::to_string(index) + " has no end record (the snapshot child did not finish)";
+  return true;
+}
+
+}  // namespace heapsnap::snapshot

@@ -1,0 +1,145 @@
+#include "capture_harness.h"
+
+#include <sys/mman.h>
+#include <unistd.h>
+#include <zstd.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string_view>
+#include <vector>
+
+#include <google/protobuf/stubs/logging.h>
+
+#include "capture/capture_reader.h"
+#include "capture/stack_tree.h"
+#include "replay/capture_summary.h"
+#include "replay/replay.h"
+#include "replay/stack_symbolizer.h"
+
+namespace heapsnap::fuzz {
+namespace {
+
+// The reader takes a path and maps the file: one memfd, rewritten for every input.
+struct MemFile {
+  int fd = -1;
+  std::string path;
+  MemFile() {
+    fd = memfd_create("heapsnap-fuzz", MFD_CLOEXEC);
+    if (fd < 0) {
+      perror("memfd_create");
+      abort();
+    }
+    path = "/proc/self/fd/" + std::to_string(fd);
+  }
+  void set(const void *data, size_t n) {
+    if (ftruncate(fd, 0) != 0) abort();
+    const char *p = static_cast<const char *>(data);
+    for (size_t done = 0; done < n;) {
+      ssize_t w = pwrite(fd, p + done, n - done, off_t(done));
+      if (w <= 0) abort();
+      done += size_t(w);
+    }
+  }
+};
+
+MemFile &mem_file() {
+  static MemFile f;
+  return f;
+}
+
+// Keeps the optimizer from dropping work whose result is otherwise unused.
+volatile uint64_t g_sink;
+
+void run_path(const std::string &path) {
+  std::string err;
+  uint64_t sink = 0;
+  {
+    auto reader = capture::CaptureReader::open(path, &err);
+    if (!reader) return;  // bad header: nothing else reads it either
+    replay::CaptureSummary s = replay::summarize(*reader);
+    sink += s.records + s.problems.size() + s.sampled_allocs + s.threads;
+  }
+  // What every replay command does: two passes (find the peak, then take it).
+  replay::ReplayResult r = replay::replay_with_peak(path, &err);
+  if (!err.empty()) abort();  // the header read once already: a second open cannot fail
+  sink += r.events + r.problems.size() + r.timeline.size() + r.unknown_frees;
+
+  // The tree itself: every node's frames (bounded work: the walk is quadratic in depth).
+  std::vector<uint64_t> frames;
+  uint64_t budget = 1u << 22;
+  for (uint32_t id = 1; id <= r.stacks.nodes() && budget > 0; ++id) {
+    r.stacks.frames(id, &frames);
+    budget -= std::min<uint64_t>(budget, frames.size() + 1);
+    if (!frames.empty()) sink += frames.front();
+  }
+  r.stacks.frames(0, &frames);
+  r.stacks.frames(uint32_t(r.stacks.nodes() + 1), &frames);
+  r.stacks.frames(UINT32_MAX, &frames);
+
+  // The stack symbolizer over the capture's own modules, without files behind them.
+  std::vector<replay::ModuleRecord> modules = r.modules;
+  for (auto &m : modules) m.path.clear();
+  symbolize::SymbolizerOptions so;
+  so.debug_dirs.clear();
+  replay::StackSymbolizer sym(modules, so);
+  // As top-allocators, leaks and peak walk it: every stack with figures.
+  for (uint32_t id = 1; id < r.by_stack.size(); ++id) {
+    const auto &f = r.by_stack[id];
+    if (f.samples == 0 && f.live_calls <= 0 && f.reallocs == 0 && f.peak_calls <= 0) continue;
+    for (const auto &d : sym.stack(r.stacks, id)) sink += d.label().size() + d.label(false).size();
+  }
+  g_sink = sink;
+}
+
+ZSTD_CCtx *cctx() {
+  static ZSTD_CCtx *c = [] {
+    ZSTD_CCtx *c = ZSTD_createCCtx();
+    ZSTD_CCtx_setParameter(c, ZSTD_c_compressionLevel, 1);
+    ZSTD_CCtx_setParameter(c, ZSTD_c_checksumFlag, 1);
+    return c;
+  }();
+  return c;
+}
+
+}  // namespace
+
+void quiet_protobuf_logs() { google::protobuf::SetLogHandler(nullptr); }
+
+void run_capture_bytes(const uint8_t *data, size_t size) {
+  MemFile &f = mem_file();
+  f.set(data, size);
+  run_path(f.path);
+}
+
+std::string wrap_record_stream(const uint8_t *data, size_t size) {
+  std::string out(24, '\0');
+  uint32_t magic = 0x184D2A5E, len = 16;
+  uint16_t major = 1, minor = 0;
+  memcpy(&out[0], &magic, 4);
+  memcpy(&out[4], &len, 4);
+  memcpy(&out[8], "HEAPSNAP", 8);
+  memcpy(&out[16], &major, 2);
+  memcpy(&out[18], &minor, 2);
+  std::string_view in(reinterpret_cast<const char *>(data), size), cut(kFrameCut);
+  for (size_t start = 0;;) {
+    size_t at = in.find(cut, start);
+    std::string_view piece = in.substr(start, at == std::string_view::npos ? std::string_view::npos : at - start);
+    size_t base = out.size();
+    out.resize(base + ZSTD_compressBound(piece.size()));
+    size_t z = ZSTD_compress2(cctx(), &out[base], out.size() - base, piece.data(), piece.size());
+    if (ZSTD_isError(z)) abort();
+    out.resize(base + z);
+    if (at == std::string_view::npos) break;
+    start = at + cut.size();
+  }
+  return out;
+}
+
+void run_record_stream(const uint8_t *data, size_t size) {
+  std::string file = wrap_record_stream(data, size);
+  run_capture_bytes(reinterpret_cast<const uint8_t *>(file.data()), file.size());
+}
+
+}  // namespace heapsnap::fuzz

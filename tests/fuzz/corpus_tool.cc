@@ -1,0 +1,80 @@
+// Makes fuzz seeds from a real capture (scripts/fuzz runs it over captures of tests/programs):
+//   OUT/capture/NAME            the capture as recorded
+//   OUT/capture/NAME.cutK       the capture cut after its K-th frame, and in the middle of frame K+1
+//   OUT/records/NAME            the decompressed record stream, frames joined by "HSFRAME!"
+//                               (capture_records_fuzz's format), and its cut after the first frame
+// usage: corpus_tool OUT CAPTURE...
+#include <zstd.h>
+
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <string>
+#include <vector>
+
+#include "capture_harness.h"
+
+namespace fs = std::filesystem;
+
+static void spit(const fs::path &p, const std::string &data) {
+  std::ofstream out(p, std::ios::binary | std::ios::trunc);
+  out.write(data.data(), std::streamsize(data.size()));
+}
+
+int main(int argc, char **argv) {
+  if (argc < 3) {
+    fprintf(stderr, "usage: %s OUT CAPTURE...\n", argv[0]);
+    return 2;
+  }
+  fs::path out(argv[1]);
+  fs::create_directories(out / "capture");
+  fs::create_directories(out / "records");
+  int seeds = 0;
+  for (int a = 2; a < argc; ++a) {
+    std::ifstream in(argv[a], std::ios::binary);
+    std::string file((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    std::string name = fs::path(argv[a]).filename().string();
+    if (file.size() < 24 || memcmp(file.data() + 8, "HEAPSNAP", 8) != 0) {
+      fprintf(stderr, "%s: not a capture, skipped\n", argv[a]);
+      continue;
+    }
+    spit(out / "capture" / name, file);
+    ++seeds;
+    std::string records, first_frame_records;
+    size_t off = 24;
+    int k = 0;
+    while (off < file.size()) {
+      const char *p = file.data() + off;
+      size_t n = ZSTD_findFrameCompressedSize(p, file.size() - off);
+      if (ZSTD_isError(n)) break;  // cut off: the capture as recorded already has it
+      unsigned long long content = ZSTD_getFrameContentSize(p, n);
+      if (content != ZSTD_CONTENTSIZE_ERROR && content != ZSTD_CONTENTSIZE_UNKNOWN && content < (64u << 20)) {
+        std::string buf(content, '\0');
+        size_t got = ZSTD_decompress(buf.data(), buf.size(), p, n);
+        if (!ZSTD_isError(got)) {
+          if (!records.empty()) records += heapsnap::fuzz::kFrameCut;
+          records.append(buf.data(), got);
+          if (k == 0) first_frame_records = records;
+        }
+      }
+      ++k;
+      // Cut in the middle of this frame, and right after it (unless it is the last one).
+      spit(out / "capture" / (name + ".cut" + std::to_string(k) + "m"), file.substr(0, off + n / 2));
+      off += n;
+      if (off < file.size()) spit(out / "capture" / (name + ".cut" + std::to_string(k)), file.substr(0, off));
+      seeds += 2;
+    }
+    if (!records.empty()) {
+      spit(out / "records" / name, records);
+      ++seeds;
+      if (first_frame_records.size() < records.size()) {
+        spit(out / "records" / (name + ".frame1"), first_frame_records);
+        ++seeds;
+      }
+    }
+  }
+  printf("%d seeds in %s\n", seeds, argv[1]);
+  return 0;
+}

@@ -1,0 +1,103 @@
+#!/usr/bin/env python3
+"""Writes the hand-made inputs of tests/fuzz/regressions/records/ (decompressed record streams, as
+capture_records_fuzz takes them). Each is the smallest stream that showed a bug; the comment says
+which. Inputs the fuzzers found are checked in as they were minimized (see regressions/README.md).
+
+usage: make_regressions.py [OUTDIR]   (default: regressions/records next to this script)
+"""
+import os
+import sys
+
+
+def varint(n):
+    out = bytearray()
+    while True:
+        b = n & 0x7F
+        n >>= 7
+        if n:
+            out.append(b | 0x80)
+        else:
+            out.append(b)
+            return bytes(out)
+
+
+def zigzag(n):
+    return (n << 1) ^ (n >> 63) if n >= 0 else ((-n) << 1) - 1
+
+
+def field(num, wire, payload):
+    key = varint((num << 3) | wire)
+    if wire == 0:
+        return key + varint(payload)
+    return key + varint(len(payload)) + payload
+
+
+def packed(num, values, signed=False):
+    return field(num, 2, b"".join(varint(zigzag(v) if signed else v) for v in values))
+
+
+def record(body_field, body):
+    rec = field(body_field, 2, body)
+    return varint(len(rec)) + rec
+
+
+def process(sample_bytes=1):
+    return record(1, field(1, 0, 4242) + field(6, 0, sample_bytes))
+
+
+ALLOC, FREE, REALLOC = 0, 1, 2
+
+
+def batch(events, base_id=0, tid=7):
+    """events: list of (kind, dict) with keys id_delta, size, stack, fn, ref, moved."""
+    cols = {k: [] for k in ("kind", "time", "size", "stack", "fn", "id_delta", "ref", "moved")}
+    for kind, e in events:
+        cols["kind"].append(kind)
+        cols["time"].append(1)
+        if kind == ALLOC:
+            cols["id_delta"].append(e.get("id_delta", 1))
+            cols["size"].append(e.get("size", 16))
+            cols["stack"].append(e.get("stack", 0))
+            cols["fn"].append(0)
+        elif kind == FREE:
+            cols["stack"].append(e.get("stack", 0))
+            cols["ref"].append(e.get("ref", 0))
+        elif kind == REALLOC:
+            cols["ref"].append(e.get("ref", 0))
+            cols["size"].append(e.get("size", 32))
+            cols["stack"].append(e.get("stack", 0))
+            cols["fn"].append(2)
+            cols["moved"].append(1)
+    body = field(1, 0, tid) + field(10, 0, base_id)
+    body += packed(3, cols["kind"]) + packed(4, cols["time"]) + packed(6, cols["size"])
+    body += packed(7, cols["stack"]) + packed(8, cols["fn"])
+    body += packed(11, cols["id_delta"], signed=True) + packed(12, cols["ref"], signed=True)
+    body += packed(13, cols["moved"])
+    return record(5, body)
+
+
+def main():
+    out = sys.argv[1] if len(sys.argv) > 1 else os.path.join(os.path.dirname(os.path.abspath(__file__)), "regressions", "records")
+    os.makedirs(out, exist_ok=True)
+    files = {}
+    # replay.cc fig(): an ALLOC naming stack 0xfffffff0, which no Stack record defined, resized
+    # by_stack to 2^32 entries (~340 GB). Now counted under stack 0 and reported as a problem.
+    files["alloc-undefined-stack"] = process() + batch([(ALLOC, {"stack": 0xFFFFFFF0})])
+    # Same through REALLOC of a live block, whose stack is the realloc's own.
+    files["realloc-undefined-stack"] = process() + batch(
+        [(ALLOC, {"stack": 0}), (REALLOC, {"ref": 0, "stack": 0x7FFFFFFF})])
+    # replay.cc + util/flat_map.h: a FREE of id 0 (latest id 1, ref 1) "erased" an empty slot of the
+    # live table (0 is its empty-key marker) and decremented its count below zero; the next ALLOC
+    # then saw the table as over-full and doubled it, every 3 frees: 40 rounds ask 16 * 2^40 slots.
+    rounds = []
+    for _ in range(40):
+        rounds += [(FREE, {"ref": 1})] * 3 + [(ALLOC, {"id_delta": 0})]
+    files["free-id-zero"] = process() + batch([(ALLOC, {"id_delta": 1})] + rounds)
+    for name, data in files.items():
+        with open(os.path.join(out, name), "wb") as f:
+            f.write(data)
+        print("%s: %d bytes" % (name, len(data)))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,123 @@
+// bench_dominators [N=1e7] [heap|random|list|dlist|tree] [seed=1]
+//
+// Times each stage of the graph engine on a synthetic graph and reports memory per node:
+//   engine  = bytes_used(graph) + DominatorTree::work_peak_bytes (what the engine allocates),
+//   rss/dom = graph + the resident-set growth while computing dominators (VmHWM, reset first),
+//   hwm     = the whole process's peak resident set (includes the generator's edge arrays).
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "graph/csr_graph.h"
+#include "graph/dominators.h"
+#include "graph/retained.h"
+#include "graph/synthetic.h"
+
+using namespace heapsnap::graph;
+
+namespace {
+
+// Reads a "VmXXX:   1234 kB" line of /proc/self/status, in bytes (0 if unavailable).
+size_t proc_status_bytes(const char* key) {
+  std::ifstream in("/proc/self/status");
+  std::string line;
+  const size_t len = std::strlen(key);
+  while (std::getline(in, line))
+    if (line.compare(0, len, key) == 0) return std::strtoull(line.c_str() + len + 1, nullptr, 10) * 1024;
+  return 0;
+}
+
+// Resets VmHWM to the current RSS (Linux >= 4.0), so a stage's own peak can be read.
+bool reset_peak_rss() {
+  std::ofstream out("/proc/self/clear_refs");
+  out << "5";
+  out.flush();
+  return out.good();
+}
+
+class Stopwatch {
+ public:
+  double lap() {
+    const auto now = std::chrono::steady_clock::now();
+    const double s = std::chrono::duration<double>(now - last_).count();
+    last_ = now;
+    return s;
+  }
+
+ private:
+  std::chrono::steady_clock::time_point last_ = std::chrono::steady_clock::now();
+};
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const double n_arg = argc > 1 ? std::strtod(argv[1], nullptr) : 1e7;
+  const std::string kind = argc > 2 ? argv[2] : "heap";
+  const uint64_t seed = argc > 3 ? std::strtoull(argv[3], nullptr, 10) : 1;
+  if (!(n_arg >= 1 && n_arg < 4294967295.0)) {
+    std::fprintf(stderr, "N must be in [1, 2^32-1)\n");
+    return 2;
+  }
+  const auto n = static_cast<uint32_t>(n_arg);
+
+  Stopwatch clock;
+  SyntheticGraph s;
+  if (kind == "heap") s = heap_like_graph(n, seed);
+  else if (kind == "random") s = random_graph(n, 2.0, seed);
+  else if (kind == "list") s = linked_list(n, seed);
+  else if (kind == "dlist") s = doubly_linked_list(n, seed);
+  else if (kind == "tree") s = binary_tree(n, seed);
+  else {
+    std::fprintf(stderr, "unknown kind '%s' (heap|random|list|dlist|tree)\n", kind.c_str());
+    return 2;
+  }
+  const double t_gen = clock.lap();
+  const size_t edges = s.from.size();
+
+  CsrGraph g = build_csr(s.num_nodes, s.from, s.to);
+  std::vector<uint32_t>().swap(s.from);  // the engine works from the CSR alone
+  std::vector<uint32_t>().swap(s.to);
+  const double t_csr = clock.lap();
+
+  const size_t rss_before = proc_status_bytes("VmRSS:");
+  const bool hwm_reset = reset_peak_rss();
+  clock.lap();
+  DominatorTree t = compute_dominators(g);
+  const double t_dom = clock.lap();
+  const size_t dom_hwm = proc_status_bytes("VmHWM:");
+  const size_t graph_bytes = bytes_used(g);
+  std::vector<uint32_t>().swap(g.offsets);  // retained needs only the tree
+  std::vector<uint32_t>().swap(g.targets);
+
+  clock.lap();
+  const RetainedSizes r = compute_retained(t, s.shallow_size);
+  const double t_ret = clock.lap();
+  const DomChildren children = dominator_children(t);
+  const double t_children = clock.lap();
+
+  const double per = 1.0 / n;
+  std::printf("kind=%s nodes=%u edges=%zu (%.2f/node) reachable=%zu seed=%llu\n", kind.c_str(), n,
+              edges, double(edges) * per, t.preorder.size(), (unsigned long long)seed);
+  std::printf("generate    %8.3f s\n", t_gen);
+  std::printf("csr build   %8.3f s\n", t_csr);
+  std::printf("dominators  %8.3f s\n", t_dom);
+  std::printf("retained    %8.3f s\n", t_ret);
+  std::printf("engine      %8.3f s   (csr + dominators + retained)\n", t_csr + t_dom + t_ret);
+  std::printf("dom children%8.3f s   (top-down CSR, not in the total)\n", t_children);
+  std::printf("root retains %llu bytes in %u nodes\n", (unsigned long long)r.bytes[0], r.count[0]);
+  std::printf("memory/node: engine %.1f B (graph %.1f + dominator peak %.1f)\n",
+              double(graph_bytes + t.work_peak_bytes) * per, double(graph_bytes) * per,
+              double(t.work_peak_bytes) * per);
+  if (hwm_reset && dom_hwm >= rss_before)
+    std::printf("             rss/dom %.1f B (graph + resident growth during dominators)\n",
+                double(graph_bytes + dom_hwm - rss_before) * per);
+  std::printf("             hwm %.1f B (process peak RSS %.1f MiB, includes generator edges)\n",
+              double(proc_status_bytes("VmHWM:")) * per,
+              double(proc_status_bytes("VmHWM:")) / (1 << 20));
+  (void)children;
+  return 0;
+}

@@ -28,6 +28,7 @@ int main(int argc, char **argv) {
   heapsnap::cli::add_export_commands(app, &rc);
   heapsnap::cli::add_snapshots_command(app, &rc);
   heapsnap::cli::add_unreachable_command(app, &rc);
+  heapsnap::cli::add_retainer_commands(app, &rc);
   try {
     app.parse(heapsnap::cli::split_record_command(argc, argv), argv);
   } catch (const CLI::ParseError &e) {

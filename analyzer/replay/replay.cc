@@ -37,7 +37,9 @@ class Replayer {
         if (!r_.stacks.add(rec.stack(), &err)) r_.problems.push_back({pos.frame_offset, err});
         break;
       }
-      case wire::Record::kEvents: events(rec.events(), pos); break;
+      case wire::Record::kEvents:
+        if (!o_.context_only) events(rec.events(), pos);
+        break;
       case wire::Record::kTotals:
         if (!r_.ended) r_.totals = rec.totals();
         point(rec.totals());

@@ -59,6 +59,9 @@ struct ReplayOptions {
   // order, as reported by a first replay's sampled_peak_event); UINT64_MAX: do not.
   uint64_t peak_event = UINT64_MAX;
   std::function<void(uint64_t done, uint64_t total)> progress;
+  // Only the context (process, modules, stacks, totals): what snapshot queries need to label
+  // their blocks, without replaying the events.
+  bool context_only = false;
 };
 
 struct ReplayResult {

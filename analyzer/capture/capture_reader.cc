@@ -118,6 +118,13 @@ bool CaptureReader::parse_frame(const uint8_t *data, size_t n, uint64_t frame_of
       return false;
     }
     p += used;
+    if (filter_) {
+      uint64_t tag = 0;
+      if (len && read_varint(p, p + len, &tag) && !filter_(uint32_t(tag >> 3))) {
+        p += len;
+        continue;
+      }
+    }
     if (!rec.ParseFromArray(p, int(len))) {
       problem(frame_offset, "frame at " + hex_offset(frame_offset) + ": record at byte " +
                                 std::to_string(at) + " does not parse; skipped");

@@ -51,6 +51,10 @@ class CaptureReader {
   uint64_t frames_read() const { return frames_; }
   uint64_t records_read() const { return records_; }
 
+  // Only records whose body field (see Record in proto/heapsnap.proto) passes `keep` are parsed;
+  // the others are skipped unparsed (a query that needs no events skips them cheaply).
+  void set_record_filter(std::function<bool(uint32_t field)> keep) { filter_ = std::move(keep); }
+
   // Progress callback (bytes consumed so far), called about once per frame.
   void set_progress(std::function<void(uint64_t done, uint64_t total)> fn) { progress_ = std::move(fn); }
 
@@ -72,6 +76,7 @@ class CaptureReader {
   std::vector<uint8_t> frame_buf_;
   void *dctx_ = nullptr;
   std::function<void(uint64_t, uint64_t)> progress_;
+  std::function<bool(uint32_t)> filter_;
 };
 
 }  // namespace heapsnap::capture

@@ -75,10 +75,13 @@ struct Context {
   }
 };
 
-bool load(const SnapshotArgs &a, Context *c, bool with_children, bool print_stats) {
+bool load(const SnapshotArgs &a, Context *c, bool with_children, bool print_stats, bool need_edges = false) {
   c->args = a;
-  if (!load_chosen_snapshot(a, &c->snap)) return false;
-  c->graph = snapshot::build_object_graph(c->snap, a.interior == "on", with_children);
+  snapshot::LoadOptions lo;
+  lo.identity = false;
+  lo.edge_offsets = need_edges;
+  if (!load_chosen_snapshot(a, &c->snap, lo)) return false;
+  c->graph = snapshot::build_object_graph(c->snap, a.interior == "on", with_children, !need_edges);
   std::string err;
   if (auto reader = capture::CaptureReader::open(a.file, &err)) {
     replay::ReplayOptions o;
@@ -333,7 +336,7 @@ struct PathArgs : SnapshotArgs {
 int run_path(const PathArgs &a) {
   uint64_t target_addr = strtoull(a.address.c_str(), nullptr, 0);
   Context c;
-  if (!load(a, &c, false, false)) return kExitInput;
+  if (!load(a, &c, false, false, true)) return kExitInput;
   uint32_t target = c.snap.find(target_addr);
   if (target == UINT32_MAX) {
     fprintf(stderr, "heapsnap path: no live block contains %s in snapshot %u\n", a.address.c_str(), c.snap.info.index);

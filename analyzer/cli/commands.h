@@ -15,10 +15,10 @@ void add_record_command(CLI::App &app, int *rc);
 // Splits `record`'s program and arguments off argv; returns the argc CLI11 should parse.
 int split_record_command(int argc, char **argv);
 void add_summary_command(CLI::App &app, int *rc);
-void add_replay_commands(CLI::App &app, int *rc);
+void add_replay_commands(CLI::App &app, int *rc);  // top-allocators, leaks, peak, timeline
 void add_snapshots_command(CLI::App &app, int *rc);
 void add_unreachable_command(CLI::App &app, int *rc);
-void add_retainer_commands(CLI::App &app, int *rc);  // top-retainers, dominators, path, suspects, diff  // top-allocators, leaks, peak, timeline
+void add_retainer_commands(CLI::App &app, int *rc);  // top-retainers, dominators, path, suspects, diff
 void add_export_commands(CLI::App &app, int *rc);  // flamegraph, export
 
 }  // namespace heapsnap::cli

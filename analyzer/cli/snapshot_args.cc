@@ -15,7 +15,7 @@ void add_snapshot_args(CLI::App *cmd, SnapshotArgs &a) {
   cmd->add_option("-n,--limit", a.limit, "rows to show (default 20)");
 }
 
-bool load_chosen_snapshot(const SnapshotArgs &a, snapshot::HeapSnapshot *out) {
+bool load_chosen_snapshot(const SnapshotArgs &a, snapshot::HeapSnapshot *out, const snapshot::LoadOptions &opts) {
   std::string err;
   auto reader = capture::CaptureReader::open(a.file, &err);
   if (!reader) {
@@ -34,7 +34,7 @@ bool load_chosen_snapshot(const SnapshotArgs &a, snapshot::HeapSnapshot *out) {
     }
     reader = capture::CaptureReader::open(a.file, &err);
   }
-  bool ok = snapshot::load_snapshot(*reader, uint32_t(index), out, &err);
+  bool ok = snapshot::load_snapshot(*reader, uint32_t(index), out, &err, opts);
   if (!ok) {
     fprintf(stderr, "heapsnap: %s\n", err.c_str());
     return false;

@@ -21,6 +21,7 @@ struct SnapshotArgs {
 void add_snapshot_args(CLI::App *cmd, SnapshotArgs &a);
 
 // Loads the chosen snapshot; prints the error and returns false on failure.
-bool load_chosen_snapshot(const SnapshotArgs &a, snapshot::HeapSnapshot *out);
+bool load_chosen_snapshot(const SnapshotArgs &a, snapshot::HeapSnapshot *out,
+                          const snapshot::LoadOptions &opts = {});
 
 }  // namespace heapsnap::cli

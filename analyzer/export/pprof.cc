@@ -111,7 +111,10 @@ class Builder {
       pp::Function *fn = p_.add_function();
       fn->set_id(uint64_t(p_.function_size()));
       fn->set_name(name);
-      fn->set_system_name(name);  // the symbolizer keeps only the demangled name
+      // The symbolizer keeps only the demangled name. Equal names let pprof shorten C++ names as
+      // it does its own (no parameters or template arguments; "(anonymous namespace)::f" shows
+      // as "::f").
+      fn->set_system_name(name);
       fn->set_filename(file);
       it->second = fn->id();
     }

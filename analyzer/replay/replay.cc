@@ -214,6 +214,13 @@ ReplayResult replay(capture::CaptureReader &reader, const ReplayOptions &opts) {
   ReplayResult r;
   Replayer rp(r, opts);
   if (opts.progress) reader.set_progress(opts.progress);
+  if (opts.context_only) {
+    reader.set_record_filter([](uint32_t f) {
+      return f == wire::Record::kProcess || f == wire::Record::kModule || f == wire::Record::kModuleUnload ||
+             f == wire::Record::kStack || f == wire::Record::kTotals || f == wire::Record::kEnd ||
+             f == wire::Record::kMarker || f == wire::Record::kSnapshotBegin;
+    });
+  }
   reader.for_each_record([&](const wire::Record &rec, const capture::RecordPos &pos) {
     rp.record(rec, pos);
     return true;

@@ -71,7 +71,8 @@ size_t HeapSnapshot::memory_bytes() const {
          root_target.capacity() * 4 + root_offset.capacity() * 8;
 }
 
-bool load_snapshot(capture::CaptureReader &reader, uint32_t index, HeapSnapshot *out, std::string *error) {
+bool load_snapshot(capture::CaptureReader &reader, uint32_t index, HeapSnapshot *out, std::string *error,
+                   const LoadOptions &opts) {
   HeapSnapshot &s = *out;
   s = HeapSnapshot{};
   s.info.index = index;
@@ -83,10 +84,28 @@ bool load_snapshot(capture::CaptureReader &reader, uint32_t index, HeapSnapshot 
     if (err.empty()) err = "snapshot " + std::to_string(index) + ", record in frame at offset " +
                            std::to_string(pos.frame_offset) + ": " + what;
   };
+  reader.set_record_filter([](uint32_t f) {
+    return f >= wire::Record::kSnapshotBegin && f <= wire::Record::kSnapshotContents && f != wire::Record::kSnapshotContents;
+  });
+  // Capacity hint from the exact live-block count in the Begin record, bounded by what the file
+  // could possibly describe (a hostile count must not drive a giant allocation).
+  auto reserve = [&](uint64_t blocks) {
+    uint64_t cap = std::min<uint64_t>(blocks, reader.file_size() * 4);
+    s.addr.reserve(cap);
+    s.size.reserve(cap);
+    s.call_site.reserve(cap);
+    s.stack.reserve(cap);
+    if (opts.identity) {
+      s.id.reserve(cap);
+      s.time_ms.reserve(cap);
+      s.pool.reserve(cap);
+    }
+  };
   reader.for_each_record([&](const wire::Record &r, const capture::RecordPos &pos) {
     switch (r.body_case()) {
       case wire::Record::kSnapshotBegin:
         if (r.snapshot_begin().index() != index) break;
+        if (s.addr.empty()) reserve(r.snapshot_begin().totals().live_blocks());
         found = true;
         s.info.have_begin = true;
         s.info.time_ns = r.snapshot_begin().time_ns();
@@ -117,16 +136,22 @@ bool load_snapshot(capture::CaptureReader &reader, uint32_t index, HeapSnapshot 
           s.size.push_back(b.size(i));
           s.call_site.push_back(site);
           s.stack.push_back(b.stack(i));
-          s.id.push_back(b.id(i));
-          s.time_ms.push_back(b.time_ms(i));
-          s.pool.push_back(i < b.pool_size() ? b.pool(i) : 0);
+          if (opts.identity) {
+            s.id.push_back(b.id(i));
+            s.time_ms.push_back(b.time_ms(i));
+            s.pool.push_back(i < b.pool_size() ? b.pool(i) : 0);
+          }
         }
         break;
       }
       case wire::Record::kSnapshotEdges: {
         const auto &e = r.snapshot_edges();
         if (e.index() != index) break;
-        if (s.edge_begin.empty()) s.edge_begin.assign(s.addr.size() + 1, 0);
+        if (s.edge_begin.empty()) {
+          s.edge_begin.assign(s.addr.size() + 1, 0);
+          // About two edges per block in real heaps; the vector grows past that if needed.
+          s.edge_target.reserve(std::min<uint64_t>(2 * s.addr.size(), reader.file_size() * 4));
+        }
         if (e.from_delta_size() != e.count_size()) {
           fail(pos, "edge columns of unequal length");
           return false;
@@ -157,7 +182,7 @@ bool load_snapshot(capture::CaptureReader &reader, uint32_t index, HeapSnapshot 
               return false;
             }
             s.edge_target.push_back(uint32_t(target));
-            s.edge_offset.push_back(e.offset(t));
+            if (opts.edge_offsets) s.edge_offset.push_back(e.offset(t));
             bool interior = ordinal == next_interior;
             if (interior) {
               ++interior_at;
@@ -171,7 +196,7 @@ bool load_snapshot(capture::CaptureReader &reader, uint32_t index, HeapSnapshot 
       case wire::Record::kSnapshotRoots: {
         const auto &rt = r.snapshot_roots();
         if (rt.index() != index) break;
-        if (rt.target_delta_size() != rt.root_offset_size()) {
+        if (rt.target_delta_size() != rt.root_offset_size() || s.addr.empty()) {
           fail(pos, "root columns of unequal length");
           return false;
         }

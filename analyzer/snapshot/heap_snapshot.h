@@ -42,7 +42,7 @@ struct HeapSnapshot {
   std::vector<uint64_t> addr, size, call_site, id;
   std::vector<uint32_t> stack, time_ms, pool;
   // Edges: targets of block b are edge_target[edge_begin[b] .. edge_begin[b+1]).
-  std::vector<uint64_t> edge_begin;
+  std::vector<uint64_t> edge_begin;  // blocks + 1 entries
   std::vector<uint32_t> edge_target;
   std::vector<uint32_t> edge_offset;   // byte offset of the pointer in the source block
   std::vector<bool> edge_interior;
@@ -59,8 +59,15 @@ struct HeapSnapshot {
   size_t memory_bytes() const;
 };
 
+// Which columns to keep: a query over 10^8 blocks keeps only what it uses.
+struct LoadOptions {
+  bool identity = true;      // id, stack, time_ms, pool
+  bool edge_offsets = true;  // edge_offset (paths)
+};
+
 // Loads snapshot `index` (its records may be spread over the file). Problems with the data
 // (inconsistent counts, out-of-range targets) are reported in *error and make it return false.
-bool load_snapshot(capture::CaptureReader &reader, uint32_t index, HeapSnapshot *out, std::string *error);
+bool load_snapshot(capture::CaptureReader &reader, uint32_t index, HeapSnapshot *out, std::string *error,
+                   const LoadOptions &opts = {});
 
 }  // namespace heapsnap::snapshot

@@ -12,7 +12,7 @@ double seconds_since(std::chrono::steady_clock::time_point t) {
 
 }  // namespace
 
-ObjectGraph build_object_graph(const HeapSnapshot &s, bool follow_interior, bool with_children) {
+ObjectGraph build_object_graph(HeapSnapshot &s, bool follow_interior, bool with_children, bool release_edges) {
   ObjectGraph g;
   auto t0 = std::chrono::steady_clock::now();
   const uint32_t n = s.blocks() + 1;
@@ -46,6 +46,12 @@ ObjectGraph build_object_graph(const HeapSnapshot &s, bool follow_interior, bool
   for (uint32_t b = 0; b < s.blocks(); ++b)
     for (uint64_t k = s.edge_begin[b]; k < s.edge_begin[b + 1]; ++k)
       if (follow_interior || !s.edge_interior[k]) g.csr.targets[at++] = ObjectGraph::node_of(s.edge_target[k]);
+  if (release_edges) {
+    std::vector<uint64_t>().swap(s.edge_begin);
+    std::vector<uint32_t>().swap(s.edge_target);
+    std::vector<uint32_t>().swap(s.edge_offset);
+    std::vector<bool>().swap(s.edge_interior);
+  }
   g.stats.build_s = seconds_since(t0);
   g.stats.graph_bytes = graph::bytes_used(g.csr) + g.root_range.capacity() * 4;
 
@@ -58,6 +64,7 @@ ObjectGraph build_object_graph(const HeapSnapshot &s, bool follow_interior, bool
   std::vector<uint64_t> shallow(n, 0);
   for (uint32_t b = 0; b < s.blocks(); ++b) shallow[b + 1] = s.size[b];
   g.retained = graph::compute_retained(g.dom, shallow);
+  std::vector<uint64_t>().swap(shallow);
   if (with_children) g.children = graph::dominator_children(g.dom);
   g.stats.retained_s = seconds_since(t0);
   g.stats.retained_bytes = g.retained.bytes.capacity() * 8 + g.retained.count.capacity() * 4 +

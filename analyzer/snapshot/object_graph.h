@@ -30,7 +30,9 @@ struct ObjectGraph {
   uint64_t total_bytes() const { return retained.bytes.empty() ? 0 : retained.bytes[0]; }
 };
 
-ObjectGraph build_object_graph(const HeapSnapshot &s, bool follow_interior, bool with_children);
+// With release_edges, the snapshot's own edge arrays are freed once copied into the graph (the
+// queries that need them, like path, keep them).
+ObjectGraph build_object_graph(HeapSnapshot &s, bool follow_interior, bool with_children, bool release_edges = false);
 
 // The node just below the super root on v's dominator chain (the top-level object holding v).
 uint32_t top_dominator(const ObjectGraph &g, uint32_t node);

@@ -58,7 +58,7 @@ void fold_heap(ThreadLocal &t) {
   int64_t d = exchange_relaxed(t.counters.heap_delta, int64_t(0));
   int64_t before = g_totals.heap.fetch_add(d, std::memory_order_relaxed);
   int64_t candidate = before + (t.heap_delta_max > d ? t.heap_delta_max : d);
-  t.heap_delta_max = 0;
+  store_relaxed(t.heap_delta_max, int64_t(0));
   int64_t peak = g_totals.peak.load(std::memory_order_relaxed);
   while (candidate > peak) {
     if (g_totals.peak.compare_exchange_weak(peak, candidate, std::memory_order_relaxed)) {
@@ -165,7 +165,9 @@ TotalsView read_totals() {
   v.foreign_frees = g_totals.foreign_frees.load(std::memory_order_relaxed);
   v.sampled = g_totals.sampled.load(std::memory_order_relaxed);
   v.heap = g_totals.heap.load(std::memory_order_relaxed);
-  int64_t max_pending = 0;
+  // A thread's heap may have risen and fallen by less than kFoldBytes since its last fold: its
+  // highest excursion (heap_delta_max) above the folded heap is a peak candidate too.
+  int64_t best_excursion = 0;
   registry_lock();
   for (ThreadState *s = g_threads; s; s = s->next) {
     Counters &c = s->tls->counters;
@@ -179,16 +181,17 @@ TotalsView read_totals() {
     v.sampled += load_relaxed(c.sampled);
     int64_t d = load_relaxed(c.heap_delta);
     v.heap += d;
-    if (d > max_pending) max_pending = d;
+    int64_t excursion = load_relaxed(s->tls->heap_delta_max) - d;
+    if (excursion > best_excursion) best_excursion = excursion;
   }
   registry_unlock();
   v.live_blocks = v.alloc_calls - v.free_calls;
   int64_t peak = g_totals.peak.load(std::memory_order_relaxed);
   v.peak_time = g_totals.peak_time.load(std::memory_order_relaxed);
   v.time_ns = now_rel_ns();
-  if (v.heap > peak) {
-    peak = v.heap;
-    v.peak_time = v.time_ns;
+  if (v.heap + best_excursion > peak) {
+    peak = v.heap + best_excursion;
+    v.peak_time = v.time_ns;  // the excursion happened since the last fold: at most this late
   }
   v.peak = uint64_t(peak > 0 ? peak : 0);
   v.threads_seen = g_totals.threads_seen.load(std::memory_order_relaxed);
@@ -196,7 +199,6 @@ TotalsView read_totals() {
   v.peak_accuracy = live > 1 ? uint32_t(live * kFoldBytes) : 0;
   v.dropped = g_totals.dropped_events.load(std::memory_order_relaxed);
   v.rss = read_rss();
-  (void)max_pending;
   return v;
 }
 

@@ -96,7 +96,7 @@ HS_INLINE void account_alloc(ThreadLocal &t, uint64_t size) {
   int64_t d = load_relaxed(t.counters.heap_delta) + int64_t(size);
   store_relaxed(t.counters.heap_delta, d);
   if (d > t.heap_delta_max) {
-    t.heap_delta_max = d;
+    store_relaxed(t.heap_delta_max, d);
     if (HS_UNLIKELY(d >= kFoldBytes)) fold_heap(t);
   }
 }

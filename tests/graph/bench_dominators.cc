@@ -4,10 +4,10 @@
 //   engine  = bytes_used(graph) + DominatorTree::work_peak_bytes (what the engine allocates),
 //   rss/dom = graph + the resident-set growth while computing dominators (VmHWM, reset first),
 //   hwm     = the whole process's peak resident set (includes the generator's edge arrays).
-#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <ctime>
 #include <fstream>
 #include <string>
 #include <vector>
@@ -39,18 +39,42 @@ bool reset_peak_rss() {
   return out.good();
 }
 
+double seconds(clockid_t clock) {
+  timespec ts{};
+  clock_gettime(clock, &ts);
+  return double(ts.tv_sec) + double(ts.tv_nsec) * 1e-9;
+}
+
+// Wall time, plus this thread's CPU time: on a shared machine the CPU figure is the steadier
+// one (the engine is single-threaded, so the two agree on an idle machine).
+struct Lap {
+  double wall = 0;
+  double cpu = 0;
+  Lap& operator+=(const Lap& o) {
+    wall += o.wall;
+    cpu += o.cpu;
+    return *this;
+  }
+};
+
 class Stopwatch {
  public:
-  double lap() {
-    const auto now = std::chrono::steady_clock::now();
-    const double s = std::chrono::duration<double>(now - last_).count();
-    last_ = now;
-    return s;
+  Lap lap() {
+    const double wall = seconds(CLOCK_MONOTONIC), cpu = seconds(CLOCK_THREAD_CPUTIME_ID);
+    const Lap l{wall - wall_, cpu - cpu_};
+    wall_ = wall;
+    cpu_ = cpu;
+    return l;
   }
 
  private:
-  std::chrono::steady_clock::time_point last_ = std::chrono::steady_clock::now();
+  double wall_ = seconds(CLOCK_MONOTONIC);
+  double cpu_ = seconds(CLOCK_THREAD_CPUTIME_ID);
 };
+
+void print_lap(const char* name, const Lap& l, const char* note = "") {
+  std::printf("%-12s %8.3f s  (cpu %.3f s)%s\n", name, l.wall, l.cpu, note);
+}
 
 }  // namespace
 
@@ -75,19 +99,19 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "unknown kind '%s' (heap|random|list|dlist|tree)\n", kind.c_str());
     return 2;
   }
-  const double t_gen = clock.lap();
+  const Lap t_gen = clock.lap();
   const size_t edges = s.from.size();
 
   CsrGraph g = build_csr(s.num_nodes, s.from, s.to);
   std::vector<uint32_t>().swap(s.from);  // the engine works from the CSR alone
   std::vector<uint32_t>().swap(s.to);
-  const double t_csr = clock.lap();
+  const Lap t_csr = clock.lap();
 
   const size_t rss_before = proc_status_bytes("VmRSS:");
   const bool hwm_reset = reset_peak_rss();
   clock.lap();
   DominatorTree t = compute_dominators(g);
-  const double t_dom = clock.lap();
+  const Lap t_dom = clock.lap();
   const size_t dom_hwm = proc_status_bytes("VmHWM:");
   const size_t graph_bytes = bytes_used(g);
   std::vector<uint32_t>().swap(g.offsets);  // retained needs only the tree
@@ -95,19 +119,22 @@ int main(int argc, char** argv) {
 
   clock.lap();
   const RetainedSizes r = compute_retained(t, s.shallow_size);
-  const double t_ret = clock.lap();
+  const Lap t_ret = clock.lap();
   const DomChildren children = dominator_children(t);
-  const double t_children = clock.lap();
+  const Lap t_children = clock.lap();
 
   const double per = 1.0 / n;
   std::printf("kind=%s nodes=%u edges=%zu (%.2f/node) reachable=%zu seed=%llu\n", kind.c_str(), n,
               edges, double(edges) * per, t.preorder.size(), (unsigned long long)seed);
-  std::printf("generate    %8.3f s\n", t_gen);
-  std::printf("csr build   %8.3f s\n", t_csr);
-  std::printf("dominators  %8.3f s\n", t_dom);
-  std::printf("retained    %8.3f s\n", t_ret);
-  std::printf("engine      %8.3f s   (csr + dominators + retained)\n", t_csr + t_dom + t_ret);
-  std::printf("dom children%8.3f s   (top-down CSR, not in the total)\n", t_children);
+  Lap engine = t_csr;
+  engine += t_dom;
+  engine += t_ret;
+  print_lap("generate", t_gen);
+  print_lap("csr build", t_csr);
+  print_lap("dominators", t_dom);
+  print_lap("retained", t_ret);
+  print_lap("engine", engine, "  = csr + dominators + retained");
+  print_lap("dom children", t_children, "  (top-down CSR, not in the total)");
   std::printf("root retains %llu bytes in %u nodes\n", (unsigned long long)r.bytes[0], r.count[0]);
   std::printf("memory/node: engine %.1f B (graph %.1f + dominator peak %.1f)\n",
               double(graph_bytes + t.work_peak_bytes) * per, double(graph_bytes) * per,

@@ -138,6 +138,13 @@ def case_peak(r, a):
         check(d["peak_heap_bytes"] == want, "peak (sample %s): peak delta %d == %d" % (sample, d["peak_heap_bytes"], want))
 
 
+def case_excursion(r, a):
+    for sample in ("1", "65536"):
+        _, d, _ = r.delta(a.c_prog, "excursion", sample)
+        check(d["peak_heap_bytes"] == 10 * (N2 - N1),
+              "a small rise and fall still moves the exact peak (sample %s): %d" % (sample, d["peak_heap_bytes"]))
+
+
 def case_threads(r, a):
     _, d, last = r.delta(a.c_prog, "threads")
     check(d["alloc_calls"] == 4 * (N2 - N1), "threads: alloc_calls delta %d" % d["alloc_calls"])

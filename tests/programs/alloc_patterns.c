@@ -60,6 +60,15 @@ static void mode_leak(void) {
   for (long i = 0; i < n; ++i) sink = malloc(100);
 }
 
+static void mode_excursion(void) {
+  // A rise and fall far smaller than the shim's per-thread batching of heap figures (256 KiB):
+  // the exact peak must still see it.
+  void *blocks[5000];
+  long k = n < 5000 ? n : 5000;
+  for (long i = 0; i < k; ++i) blocks[i] = malloc(10);
+  for (long i = 0; i < k; ++i) free(blocks[i]);
+}
+
 static void mode_peak(void) {
   // Peak = n blocks of 1000 bytes live at once, then all freed.
   void **blocks = malloc(sizeof(void *) * (size_t)(n ? n : 1));
@@ -139,6 +148,7 @@ int main(int argc, char **argv) {
   else if (!strcmp(m, "aligned")) mode_aligned();
   else if (!strcmp(m, "leak")) mode_leak();
   else if (!strcmp(m, "peak")) mode_peak();
+  else if (!strcmp(m, "excursion")) mode_excursion();
   else if (!strcmp(m, "threads")) mode_threads();
   else if (!strcmp(m, "fork")) mode_fork();
   else if (!strcmp(m, "killed")) mode_killed();

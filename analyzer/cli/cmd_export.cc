@@ -13,7 +13,9 @@
 #include "cli/commands.h"
 #include "cli/format.h"
 #include "cli/progress.h"
+#include "cli/snapshot_args.h"
 #include "export/collapsed.h"
+#include "export/graph_json.h"
 #include "export/gzip.h"
 #include "export/pprof.h"
 #include "replay/replay.h"
@@ -29,6 +31,8 @@ struct ExportOpts {
   std::string metric = "alloc-bytes";
   std::string match;
   std::vector<std::string> debug_dirs;
+  int snapshot = -1;           // graph-json
+  std::string interior = "on";
 };
 
 struct Loaded {
@@ -140,6 +144,50 @@ int run_pprof(const ExportOpts &o) {
   return write_output(o, gz);
 }
 
+// graph-json: a snapshot's nodes, edges, roots, immediate dominators and retained sizes.
+int run_graph_json(const ExportOpts &o) {
+  SnapshotArgs a;
+  a.file = o.file;
+  a.snapshot = o.snapshot;
+  a.interior = o.interior;
+  snapshot::HeapSnapshot s;
+  snapshot::LoadOptions lo;
+  lo.identity = false;
+  lo.edge_offsets = false;
+  if (!load_chosen_snapshot(a, &s, lo)) return kExitInput;
+  auto g = snapshot::build_object_graph(s, o.interior == "on", false);
+  std::string err;
+  replay::ReplayResult ctx;
+  if (auto reader = capture::CaptureReader::open(o.file, &err)) {
+    replay::ReplayOptions ro;
+    ro.context_only = true;
+    ctx = replay::replay(*reader, ro);
+  }
+  symbolize::SymbolizerOptions so;
+  if (!o.debug_dirs.empty()) so.debug_dirs = o.debug_dirs;
+  replay::StackSymbolizer sym(ctx.modules, so);
+  auto site = [&](uint32_t b) {
+    const auto &f = sym.frames_of(s.call_site[b]);
+    return f.empty() ? std::string() : f[0].label();
+  };
+  FILE *out = stdout;
+  if (!o.output.empty() && o.output != "-") {
+    out = fopen(o.output.c_str(), "w");
+    if (!out) {
+      fprintf(stderr, "heapsnap export: cannot write %s: %s\n", o.output.c_str(), strerror(errno));
+      return kExitInput;
+    }
+  }
+  bool ok = exporters::write_graph_json(s, g, site, out);
+  if (out != stdout) ok = fclose(out) == 0 && ok;
+  else fflush(stdout);
+  if (!ok) {
+    fprintf(stderr, "heapsnap export: write failed\n");
+    return kExitInput;
+  }
+  return kExitOk;
+}
+
 struct Format {
   const char *name;
   int (*run)(const ExportOpts &);
@@ -147,6 +195,7 @@ struct Format {
 constexpr Format kFormats[] = {
     {"collapsed", run_collapsed},
     {"pprof", run_pprof},
+    {"graph-json", run_graph_json},
 };
 
 int run_export(const ExportOpts &o) {
@@ -184,11 +233,19 @@ void add_export_commands(CLI::App &app, int *rc) {
     auto o = std::make_shared<ExportOpts>();
     CLI::App *cmd = app.add_subcommand("export", "The capture's allocation stacks in another tool's format.");
     add_common(cmd, *o);
-    cmd->add_option("--format", o->format, "pprof (profile.proto, gzipped) or collapsed (as `flamegraph`)")->required();
+    cmd->add_option("--format", o->format,
+                    "pprof (profile.proto, gzipped), collapsed (as `flamegraph`) or graph-json (a snapshot's object graph)")
+        ->required();
+    cmd->add_option("--snapshot", o->snapshot, "for graph-json: snapshot index (default: the last complete one)");
+    cmd->add_option("--interior", o->interior, "for graph-json: follow interior pointers, on (default) or off")
+        ->check(CLI::IsMember({"on", "off"}));
     cmd->add_option("--metric", o->metric, "for --format collapsed: alloc-bytes (default), alloc-calls, leaked or peak");
     cmd->footer("pprof sample types: alloc_objects, alloc_space (default), inuse_objects, inuse_space\n"
                 "(inuse: not freed when the capture ended).\n"
-                "Example:\n  heapsnap export --format pprof -o app.pb.gz app.hsnap && go tool pprof -top app.pb.gz");
+                "graph-json: {\"nodes\": [{id, address, size, site, idom (-1: only the roots dominate it; null:\n"
+                "unreachable), retained}], \"edges\": [[from, to]], \"roots\": [ids held directly by a root]}.\n"
+                "Examples:\n  heapsnap export --format pprof -o app.pb.gz app.hsnap && go tool pprof -top app.pb.gz\n"
+                "  heapsnap export --format graph-json --snapshot 0 -o graph.json app.hsnap");
     cmd->callback([o, rc] { *rc = run_export(*o); });
   }
 }

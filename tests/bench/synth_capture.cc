@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <string>
+#include <vector>
 
 #include "capture/capture_file_writer.h"
 #include "graph/csr_graph.h"
@@ -93,7 +94,10 @@ int main(int argc, char **argv) {
   uint32_t prev_source = 0;
   bool open = false;
   for (uint32_t v = 1; v < g.num_nodes; ++v) {
-    auto succ = g.successors(v);
+    // Edges back into node 0 have no block to land on: the super root is not a block.
+    std::vector<uint32_t> succ;
+    for (uint32_t t : g.successors(v))
+      if (t != 0) succ.push_back(t);
     if (succ.empty()) continue;
     if (!open) {
       se->set_index(0);
@@ -126,6 +130,7 @@ int main(int argc, char **argv) {
   int64_t prev_t = 0;
   uint64_t k = 0;
   for (uint32_t t : g.successors(0)) {
+    if (t == 0) continue;
     rt->add_target_delta(int64_t(t - 1) - prev_t);
     prev_t = int64_t(t) - 1;
     rt->add_root_offset(k ? 8 : 0);

@@ -14,7 +14,7 @@ struct Event {
   wire::EventKind kind;
   uint64_t time_ns;      // since capture start
   uint64_t id;           // the block's sample id (ALLOC/POOL_ALLOC: new; FREE/REALLOC: ended or resized)
-  uint64_t addr;         // POOL_*: the object's address
+  uint64_t addr;         // POOL_ALLOC: the object's address
   uint64_t size;         // ALLOC, REALLOC, POOL_ALLOC
   uint32_t stack;        // ALLOC, REALLOC, POOL_ALLOC
   uint32_t alloc_fn;     // ALLOC, REALLOC
@@ -121,7 +121,7 @@ inline bool EventDecoder::next(Event *e) {
       ok = take_new_id(&e->id) && take_addr(&e->addr) && take_size_stack(e) && take_pool(e);
       break;
     case wire::POOL_FREE:
-      ok = take_addr(&e->addr) && take_pool(e);
+      ok = take_freed(e) && take_pool(e);
       break;
     default:
       error_ = "unknown event kind " + std::to_string(kind);

@@ -33,6 +33,7 @@ struct Options {
   std::string snap_heap, snap_rss;
   uint32_t snap_max = 0;
   bool snap_contents = false;
+  bool snap_request = false;
 };
 
 bool parse_size(const std::string &s, uint64_t *out);
@@ -53,7 +54,7 @@ std::string snapshot_spec(const Options &o, std::string *error) {
     if (!parse_size(o.snap_rss, &v)) *error = "--snapshot-rss-above '" + o.snap_rss + "': expected a size (e.g. 512M, 2G)";
     add("rss:" + std::to_string(v));
   }
-  if (spec.empty() && (o.snap_max || o.snap_contents)) add("client");
+  if (o.snap_request || (spec.empty() && (o.snap_max || o.snap_contents))) add("client");
   if (o.snap_max) add("max:" + std::to_string(o.snap_max));
   if (o.snap_contents) add("contents");
   return spec;
@@ -260,6 +261,8 @@ void add_record_command(CLI::App &app, int *rc) {
   cmd->add_option("--snapshot-heap-above", opts->snap_heap, "heap snapshot when the heap first exceeds SIZE (e.g. 2G)");
   cmd->add_option("--snapshot-rss-above", opts->snap_rss, "heap snapshot when RSS first exceeds SIZE");
   cmd->add_option("--max-snapshots", opts->snap_max, "at most N snapshots (default 10)");
+  cmd->add_flag("--snapshot-on-request", opts->snap_request,
+                "heap snapshots when the program calls heapsnap_snapshot() (preload/include/heapsnap.h)");
   cmd->add_flag("--snapshot-contents", opts->snap_contents, "keep every block's bytes in snapshots");
   cmd->add_flag("-q,--quiet", opts->quiet, "say nothing on stderr");
   // The program and its arguments are split off by split_record_command() before CLI11 parses,

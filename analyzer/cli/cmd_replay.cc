@@ -91,6 +91,12 @@ bool stack_matches(const std::vector<replay::DisplayFrame> &frames, const std::s
   return false;
 }
 
+std::string hex_addr(uint64_t v) {
+  char a[32];
+  snprintf(a, sizeof(a), "0x%llx", static_cast<unsigned long long>(v));
+  return a;
+}
+
 json frame_json(const replay::DisplayFrame &f) {
   json j;
   j["function"] = f.function;
@@ -313,6 +319,21 @@ int run_live(const Common &o, bool at_peak) {
       arr.push_back(e);
     }
     j[at_peak ? "live_at_peak" : "leaks"] = arr;
+    if (!at_peak) {
+      // Client-API pool objects still live at the end, where the replay followed them to.
+      json po = json::array();
+      for (const auto &[pool, o] : r.live_pool_objects) {
+        const replay::PoolInfo *pi = r.pool(pool);
+        po.push_back({{"pool", pool}, {"pool_name", pi ? pi->name : ""}, {"id", o.id}, {"address", hex_addr(o.addr)},
+                      {"size", o.size}});
+      }
+      j["pool_objects"] = po;
+      json pl = json::array();
+      for (const auto &p : r.pools)
+        pl.push_back({{"id", p.id}, {"name", p.name}, {"moves", p.moves}, {"ranges", p.ranges},
+                      {"moved_objects", p.moved_objects}, {"compacted_away", p.compacted_away}});
+      j["pools"] = pl;
+    }
     std::cout << j.dump(2) << "\n";
     return kExitOk;
   }

@@ -1,6 +1,8 @@
 #include "replay/replay.h"
 
+#include <algorithm>
 #include <cmath>
+#include <unordered_map>
 
 #include "capture/event_decoder.h"
 #include "util/flat_map.h"
@@ -12,6 +14,8 @@ struct LiveBlock {
   uint32_t stack;
   float weight;   // 1 / P(sampled)
   uint64_t size;
+  uint32_t pool;  // 0: malloc heap
+  uint64_t addr;  // pool objects only (moves are by address)
 };
 
 class Replayer {
@@ -53,6 +57,10 @@ class Replayer {
         r_.markers.push_back({rec.marker().time_ns(), rec.marker().tid(), rec.marker().text()});
         see_time(rec.marker().time_ns());
         break;
+      case wire::Record::kPool:
+        if (!r_.pool(rec.pool().id())) r_.pools.push_back({rec.pool().id(), rec.pool().name()});
+        break;
+      case wire::Record::kMoves: moves(rec.moves()); break;
       case wire::Record::kSnapshotBegin:
         r_.snapshots.push_back({rec.snapshot_begin().index(), rec.snapshot_begin().time_ns(),
                                 int(rec.snapshot_begin().trigger()), rec.snapshot_begin().label()});
@@ -61,7 +69,58 @@ class Replayer {
     }
   }
 
+  // .NET MovedReferences semantics: an object at old[i] + k is now at new[i] + k; with
+  // compacting, live objects of the pool that no range covers did not survive.
+  void moves(const wire::MoveRanges &m) {
+    struct R {
+      uint64_t from, to, len;
+    };
+    int n = std::min(m.old_start_delta_size(), std::min(m.new_start_delta_size(), m.length_size()));
+    std::vector<R> rs;
+    rs.reserve(size_t(n));
+    uint64_t o = 0, nw = 0;
+    for (int i = 0; i < n; ++i) {
+      o += uint64_t(m.old_start_delta(i));
+      nw += uint64_t(m.new_start_delta(i));
+      rs.push_back({o, nw, m.length(i)});
+    }
+    std::sort(rs.begin(), rs.end(), [](const R &a, const R &b) { return a.from < b.from; });
+    PoolInfo *info = nullptr;
+    for (auto &p : r_.pools)
+      if (p.id == m.pool()) info = &p;
+    if (!info) {
+      r_.pools.push_back({m.pool(), "pool " + std::to_string(m.pool())});
+      info = &r_.pools.back();
+    }
+    ++info->moves;
+    info->ranges += rs.size();
+    auto &index = pool_index_[m.pool()];
+    std::unordered_map<uint64_t, uint64_t> moved;
+    moved.reserve(index.size());
+    for (auto &[addr, id] : index) {
+      auto it = std::upper_bound(rs.begin(), rs.end(), addr, [](uint64_t v, const R &r) { return v < r.from; });
+      if (it != rs.begin() && addr < (it - 1)->from + (it - 1)->len) {
+        uint64_t na = (it - 1)->to + (addr - (it - 1)->from);
+        moved[na] = id;
+        if (LiveBlock *b = live_.find(id)) b->addr = na;
+        if (na != addr) ++info->moved_objects;
+      } else if (m.compacting()) {
+        LiveBlock b;
+        if (live_.erase(id, &b)) live_remove(b);
+        ++info->compacted_away;
+      } else {
+        moved[addr] = id;
+      }
+    }
+    index.swap(moved);
+  }
+
   void finish() {
+    for (auto &[pool, index] : pool_index_)
+      for (auto &[addr, id] : index)
+        if (const LiveBlock *b = live_.find(id)) r_.live_pool_objects.push_back({pool, {id, addr, b->size, b->stack}});
+    std::sort(r_.live_pool_objects.begin(), r_.live_pool_objects.end(),
+              [](const auto &a, const auto &b) { return a.first != b.first ? a.first < b.first : a.second.addr < b.second.addr; });
     if (bad_stack_events_)
       r_.problems.push_back({bad_stack_offset_, std::to_string(bad_stack_events_) +
                                                     " events name a stack no Stack record defined before them; "
@@ -136,7 +195,7 @@ class Replayer {
         if (!bad_stack_events_++) bad_stack_offset_ = pos.frame_offset;
         e.stack = 0;
       }
-      if (e.id == 0 && e.kind != wire::POOL_FREE) {
+      if (e.id == 0) {
         if (!bad_id_events_++) bad_id_offset_ = pos.frame_offset;
         after_event(e.time_ns);
         continue;
@@ -144,8 +203,13 @@ class Replayer {
       switch (e.kind) {
         case wire::ALLOC:
         case wire::POOL_ALLOC: {
-          LiveBlock b{e.stack, float(sample_weight(e.size, mean_)), e.size};
+          LiveBlock b{e.stack, float(sample_weight(e.size, mean_)), e.size, e.pool,
+                      e.kind == wire::POOL_ALLOC ? e.addr : 0};
           StackFigures &f = fig(e.stack);
+          if (e.kind == wire::POOL_ALLOC) {
+            f.pool = e.pool;
+            pool_index_[e.pool][e.addr] = e.id;
+          }
           f.alloc_calls += b.weight;
           f.alloc_bytes += double(e.size) * b.weight;
           ++f.samples;
@@ -180,9 +244,17 @@ class Replayer {
           live_add(*b);
           break;
         }
-        case wire::POOL_FREE:
-          // Pool objects are named by address (see issue 6); not produced by this version.
+        case wire::POOL_FREE: {
+          LiveBlock b;
+          if (live_.erase(e.id, &b)) {
+            live_remove(b);
+            auto it = pool_index_.find(b.pool);
+            if (it != pool_index_.end()) it->second.erase(b.addr);
+          } else {
+            ++r_.unknown_frees;
+          }
           break;
+        }
         default: break;
       }
       after_event(e.time_ns);
@@ -196,6 +268,8 @@ class Replayer {
   const ReplayOptions &o_;
   uint64_t mean_ = 1;
   util::FlatMap64<LiveBlock> live_;
+  // Per pool: address -> sample id of its live sampled objects (moves are by address).
+  std::unordered_map<uint32_t, std::unordered_map<uint64_t, uint64_t>> pool_index_;
   double live_bytes_ = 0;
   uint64_t bad_stack_events_ = 0, bad_stack_offset_ = 0;
   uint64_t bad_id_events_ = 0, bad_id_offset_ = 0;

@@ -21,6 +21,7 @@ struct StackFigures {
   double peak_calls = 0, peak_bytes = 0;    // live at the peak
   uint64_t samples = 0;                     // sampled allocation events
   uint64_t reallocs = 0, realloc_moves = 0; // reallocs made from this stack
+  uint32_t pool = 0;                        // client-API pool its objects belong to (0: malloc)
 };
 
 struct ModuleRecord {
@@ -54,6 +55,18 @@ struct SnapshotPoint {
   std::string label;
 };
 
+struct PoolInfo {
+  uint32_t id;
+  std::string name;
+  uint64_t moves = 0, ranges = 0, moved_objects = 0, compacted_away = 0;
+};
+
+// A live sampled object of a client-API pool, as the replay followed it through moves.
+struct PoolObjectState {
+  uint64_t id, addr, size;
+  uint32_t stack;
+};
+
 struct ReplayOptions {
   // Take the per-stack "live at the peak" figures right after this event (ordinal in replay
   // order, as reported by a first replay's sampled_peak_event); UINT64_MAX: do not.
@@ -77,6 +90,14 @@ struct ReplayResult {
   std::vector<TimePoint> timeline;
   std::vector<MarkerPoint> markers;
   std::vector<SnapshotPoint> snapshots;
+  std::vector<PoolInfo> pools;
+  const PoolInfo *pool(uint32_t id) const {
+    for (const auto &p : pools)
+      if (p.id == id) return &p;
+    return nullptr;
+  }
+  // Live sampled pool objects at the end, per pool id, sorted by address (tests, queries).
+  std::vector<std::pair<uint32_t, PoolObjectState>> live_pool_objects;
   uint64_t end_time_ns = 0;
   uint64_t events = 0;
   uint64_t unknown_frees = 0;     // frees naming a block the replay never saw (damaged capture)

@@ -312,6 +312,8 @@ void writer_stop_thread() {
   g_writer_running = false;
 }
 
+void writer_collect_batches() { for_each_thread(collect_thread, nullptr); }
+
 void writer_flush_now() {
   pthread_mutex_lock(&g_flush_mutex);
   flush_locked(true);

@@ -212,4 +212,39 @@ void record_realloc(ThreadLocal &t, sampled_blocks::Name n, const void *new_p, s
   });
 }
 
+void record_pool_alloc(ThreadLocal &t, uint32_t pool, const void *p, size_t size, uintptr_t ra,
+                       uint64_t *id_out, uint32_t *stack_out) {
+  ThreadState *s = ensure_thread(t);
+  if (!s) return;
+  ErrnoSaver es;
+  GuardScope g(t);
+  uint32_t stack = capture_stack(s, ra);
+  uint64_t id = next_sample_id(s);
+  uint64_t now = coarse_rel_ns();
+  append_event(s, [&](EventBatch &b) {
+    b.begin(kPoolAlloc, now);
+    b.new_id(id);
+    b.address(reinterpret_cast<uint64_t>(p));
+    b.block_size(size);
+    b.stack_id(stack);
+    b.pool_id(pool);
+  });
+  bump(t.counters.sampled, 1);
+  *id_out = id;
+  *stack_out = stack;
+}
+
+void record_pool_free(ThreadLocal &t, uint32_t pool, uint64_t id, uint32_t stack) {
+  ThreadState *s = ensure_thread(t);
+  if (!s) return;
+  ErrnoSaver es;
+  GuardScope g(t);
+  uint64_t now = coarse_rel_ns();
+  append_event(s, [&](EventBatch &b) {
+    b.begin(kPoolFree, now);
+    b.freed_block(id, stack);
+    b.pool_id(pool);
+  });
+}
+
 }  // namespace hs

@@ -21,6 +21,11 @@ void record_free_id(ThreadLocal &t, sampled_blocks::Name n);
 void record_realloc(ThreadLocal &t, sampled_blocks::Name n, const void *new_p, size_t size,
                     bool moved, uintptr_t ra);
 
+// Pool objects (client API). record_pool_alloc fills in the sample id and stack it assigned.
+void record_pool_alloc(ThreadLocal &t, uint32_t pool, const void *p, size_t size, uintptr_t ra,
+                       uint64_t *id, uint32_t *stack);
+void record_pool_free(ThreadLocal &t, uint32_t pool, uint64_t id, uint32_t stack);
+
 // Thread exit (pthread key destructor).
 void thread_exit_handler(void *state);
 bool create_thread_key();

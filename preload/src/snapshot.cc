@@ -12,11 +12,13 @@
 
 #include <atomic>
 #include <cstdio>
+#include <algorithm>
 #include <cstring>
 
 #include "call_sites.h"
 #include "config.h"
 #include "info_shadow.h"
+#include "pools.h"
 #include "private_heap.h"
 #include "proc_maps.h"
 #include "sampled_blocks.h"
@@ -70,6 +72,15 @@ struct Child {
   uint32_t n = 0, cap = 0;
   uint64_t lo = ~0ull, hi = 0;
   uint64_t skipped = 0, bytes = 0;
+  // Objects of client-API pools, merged into the block list: pool_obj[i] indexes `objs` for a
+  // pool object, UINT32_MAX for a malloc block.
+  struct PoolObj {
+    uint64_t addr, size, id;
+    uint32_t pool, stack, site, time_ms;
+  };
+  PoolObj *objs = nullptr;
+  uint32_t nobjs = 0;
+  uint32_t *pool_obj = nullptr;
 
   wire::Buf out;  // records not yet compressed
   ZSTD_CCtx *zstd = nullptr;
@@ -233,6 +244,77 @@ void enumerate_range(Child &c, long mi, uint64_t lo, uint64_t hi) {
   }
 }
 
+// Adds the pools' objects to the (address-ordered) block list. A malloc block that holds pool
+// objects is the pool's arena: it is dropped, its objects stand for it (otherwise it would seem
+// to point to everything its objects point to).
+void merge_pool_objects(Child &c) {
+  uint64_t total = 0;
+  for (uint32_t i = 0; pools::Pool *p = pools::pool_at(i); ++i) total += p->used;
+  c.pool_obj = static_cast<uint32_t *>(heap::alloc((size_t(c.n) + total + 1) * 4));
+  if (!c.pool_obj) {
+    c.error = "out of memory (pools)";
+    return;
+  }
+  if (total == 0) {
+    for (uint32_t i = 0; i < c.n; ++i) c.pool_obj[i] = UINT32_MAX;
+    return;
+  }
+  c.objs = static_cast<Child::PoolObj *>(heap::alloc(size_t(total) * sizeof(Child::PoolObj)));
+  if (!c.objs) {
+    c.error = "out of memory (pools)";
+    return;
+  }
+  for (uint32_t i = 0; pools::Pool *p = pools::pool_at(i); ++i)
+    for (uint64_t k = 0; p->slots && k <= p->mask && c.nobjs < total; ++k) {
+      const pools::Object &o = p->slots[k];
+      if (!o.addr_d) continue;
+      c.objs[c.nobjs++] = {reveal(o.addr_d), o.size, o.id, p->id, o.stack, o.site, o.time_ms};
+    }
+  std::sort(c.objs, c.objs + c.nobjs, [](const Child::PoolObj &a, const Child::PoolObj &b) { return a.addr < b.addr; });
+  uint32_t n = c.n + c.nobjs;
+  auto *addr = static_cast<uint64_t *>(heap::alloc(size_t(n) * 8));
+  auto *size = static_cast<uint64_t *>(heap::alloc(size_t(n) * 8));
+  if (!addr || !size) {
+    c.error = "out of memory (pools)";
+    return;
+  }
+  uint32_t i = 0, j = 0, out = 0;
+  while (i < c.n || j < c.nobjs) {
+    bool take_obj = i == c.n || (j < c.nobjs && c.objs[j].addr < c.addr[i]);
+    if (take_obj) {
+      addr[out] = c.objs[j].addr;
+      size[out] = c.objs[j].size;
+      c.pool_obj[out++] = j++;
+      continue;
+    }
+    // An arena: a malloc block with a pool object inside it.
+    uint64_t end = c.addr[i] + c.size[i];
+    auto *first = std::lower_bound(c.objs, c.objs + c.nobjs, c.addr[i],
+                                   [](const Child::PoolObj &o, uint64_t v) { return o.addr < v; });
+    if (first != c.objs + c.nobjs && first->addr < end) {
+      c.bytes -= c.size[i];
+      ++i;
+      continue;
+    }
+    addr[out] = c.addr[i];
+    size[out] = c.size[i];
+    c.pool_obj[out++] = UINT32_MAX;
+    ++i;
+  }
+  for (uint32_t k = 0; k < c.nobjs; ++k) c.bytes += c.objs[k].size;
+  c.addr = addr;
+  c.size = size;
+  c.n = out;
+}
+
+// Mappings holding blocks or pool objects are heap, not roots.
+void mark_heap_mappings(Child &c) {
+  for (long m = 0; m < c.nmaps; ++m) {
+    const uint64_t *first = std::lower_bound(c.addr, c.addr + c.n, c.maps[m].start);
+    if (first != c.addr + c.n && *first < c.maps[m].end) c.has_blocks[m] = true;
+  }
+}
+
 // Block number for an address that points into a block, or UINT32_MAX.
 inline uint32_t lookup(const Child &c, uint64_t v, bool *interior) {
   if (v < c.lo || v >= c.hi) return UINT32_MAX;
@@ -280,14 +362,23 @@ void write_blocks(Child &c) {
     at = c.out.open(4);
     uint64_t prev_site = 0;
     for (uint32_t i = first; i < last; ++i) {
-      uint64_t *slot = info::slot(reinterpret_cast<void *>(c.addr[i]), false);
-      uint64_t site = slot ? call_sites::address(info::site_of(*slot)) : 0;
+      uint64_t site;
+      if (c.pool_obj[i] != UINT32_MAX) {
+        site = call_sites::address(c.objs[c.pool_obj[i]].site);
+      } else {
+        uint64_t *slot = info::slot(reinterpret_cast<void *>(c.addr[i]), false);
+        site = slot ? call_sites::address(info::site_of(*slot)) : 0;
+      }
       c.out.varint(wire::zigzag(int64_t(site - prev_site)));
       prev_site = site;
     }
     c.out.close(at);
     size_t st = c.out.open(5);
     for (uint32_t i = first; i < last; ++i) {
+      if (c.pool_obj[i] != UINT32_MAX) {
+        c.out.varint(c.objs[c.pool_obj[i]].stack);
+        continue;
+      }
       uint8_t *s = shadow::find(reinterpret_cast<void *>(c.addr[i]));
       sampled_blocks::Name name{0, 0};
       if (s && (*s & shadow::kSampledBit)) sampled_blocks::peek(reinterpret_cast<void *>(c.addr[i]), &name);
@@ -296,6 +387,10 @@ void write_blocks(Child &c) {
     c.out.close(st);
     size_t id = c.out.open(6);
     for (uint32_t i = first; i < last; ++i) {
+      if (c.pool_obj[i] != UINT32_MAX) {
+        c.out.varint(c.objs[c.pool_obj[i]].id);
+        continue;
+      }
       uint8_t *s = shadow::find(reinterpret_cast<void *>(c.addr[i]));
       sampled_blocks::Name name{0, 0};
       if (s && (*s & shadow::kSampledBit)) sampled_blocks::peek(reinterpret_cast<void *>(c.addr[i]), &name);
@@ -304,10 +399,19 @@ void write_blocks(Child &c) {
     c.out.close(id);
     size_t tm = c.out.open(7);
     for (uint32_t i = first; i < last; ++i) {
+      if (c.pool_obj[i] != UINT32_MAX) {
+        c.out.varint(c.objs[c.pool_obj[i]].time_ms);
+        continue;
+      }
       uint64_t *slot = info::slot(reinterpret_cast<void *>(c.addr[i]), false);
       c.out.varint(slot ? info::time_ms_of(*slot) : 0);
     }
     c.out.close(tm);
+    if (c.nobjs) {
+      size_t pl = c.out.open(8);
+      for (uint32_t i = first; i < last; ++i) c.out.varint(c.pool_obj[i] != UINT32_MAX ? c.objs[c.pool_obj[i]].pool : 0);
+      c.out.close(pl);
+    }
     c.out.u64(9, first);
     wire::end_record(c.out, m);
     flush_frame(c, false);
@@ -337,7 +441,8 @@ void write_contents(Child &c) {
 // pointer finds its block in O(1).
 void index_blocks(Child &c) {
   for (uint32_t i = 0; i < c.n; ++i)
-    if (uint64_t *slot = info::slot(reinterpret_cast<void *>(c.addr[i]), true)) *slot = kIndexMark | i;
+    if (c.pool_obj[i] == UINT32_MAX)
+      if (uint64_t *slot = info::slot(reinterpret_cast<void *>(c.addr[i]), true)) *slot = kIndexMark | i;
 }
 
 struct EdgeRecord {
@@ -559,6 +664,8 @@ void on_child_fault(int sig) {
     if (c.maps[i].readable && c.maps[i].writable && !is_ours(c.maps[i]))
       for_each_included(c.maps[i].start, c.maps[i].end,
                         [&](uint64_t lo, uint64_t hi) { enumerate_range(c, i, lo, hi); });
+  merge_pool_objects(c);
+  mark_heap_mappings(c);
   if (c.n) {
     c.lo = c.addr[0];
     c.hi = c.addr[c.n - 1] + (c.size[c.n - 1] ? c.size[c.n - 1] : 1);
@@ -743,6 +850,9 @@ void after_fork_child() {
 void at_exit() {
   if (!config.snapshots) return;
   finish(true);
+  // A request the writer had no tick left to serve (the program asked, then exited).
+  if (g_client_flag.exchange(false, std::memory_order_acquire) && start(kClient, g_client_label)) finish(true);
+  if (g_signal_flag.exchange(false) && start(kSignal, "signal")) finish(true);
   if (config.snapshot_at_exit && start(kExit, "exit")) finish(true);
 }
 

@@ -65,6 +65,7 @@ bool writer_open_capture(bool fork_child, int parent_pid);
 bool writer_start_thread();
 void writer_stop_thread();
 void writer_flush_now();               // collect every thread's events, write a frame
+void writer_collect_batches();         // move every thread's pending events into the outbox
 void writer_finish(const char *reason);
 void writer_fork_prepare();
 void writer_fork_parent();

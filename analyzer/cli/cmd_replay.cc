@@ -181,6 +181,11 @@ int run_top(const TopOpts &o) {
     auto frames = L.sym->stack(r.stacks, id);
     if (frames.empty() || !stack_matches(frames, o.match)) continue;
     std::string key = frames[0].label();
+    if (f.pool) {
+      // Objects of a client-API pool are labelled with the pool's name.
+      const replay::PoolInfo *pi = r.pool(f.pool);
+      key = "[pool " + (pi ? pi->name : std::to_string(f.pool)) + "] " + key;
+    }
     SiteRow &row = sites[key];
     if (row.key.empty()) {
       row.key = key;

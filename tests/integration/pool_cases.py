@@ -76,6 +76,9 @@ def case_dotnet(a):
     tr = hj(a, "top-retainers", "--json", path)
     top = [o for o in tr["objects"] if int(o["address"], 16) == arena + 7 * SLOT]
     check(top and top[0]["retained_bytes"] == 2 * SLOT, "slot 07 retains itself and slot 14: 128 bytes")
+    ta = hj(a, "top-allocators", "--json", path)
+    check(any(x["site"].startswith("[pool dotnet-gen0]") for x in ta["sites"]),
+          "top-allocators labels the pool's objects with the pool's name")
     tl = hj(a, "timeline", "--json", path)
     check([m["text"] for m in tl["markers"]] == ["allocated 10 objects", "compacted"], "markers in order")
 

@@ -345,7 +345,8 @@ void writer_finish(const char *reason) {
 void writer_note_failure(const char *what) {
   if (config.debug) {
     char msg[512];
-    int n = snprintf(msg, sizeof(msg), "heapsnap: tracing stopped: %s (%s)\n", what, g_path);
+    int n = snprintf(msg, sizeof(msg), "heapsnap: tracing stopped: %s (%.300s)\n", what, g_path);
+    if (n > int(sizeof(msg)) - 1) n = int(sizeof(msg)) - 1;  // snprintf returns what it would have written
     if (n > 0) (void)!write(2, msg, size_t(n));
   }
 }

@@ -85,7 +85,15 @@ bool read_config() {
   if (getauxval(AT_SECURE)) return false;
   const char *out = getenv("HEAPSNAP_OUTPUT");
   if (!out || !*out || strlen(out) >= sizeof(config.output) - 32) return false;
-  strcpy(config.output, out);
+  if (out[0] == '/') {
+    strcpy(config.output, out);
+  } else {
+    // Relative to where the program started: a later chdir (or a forked child's) must not move
+    // the capture.
+    char cwd[2048];
+    if (!getcwd(cwd, sizeof(cwd)) || strlen(cwd) + strlen(out) + 2 >= sizeof(config.output) - 32) return false;
+    snprintf(config.output, sizeof(config.output), "%s/%s", cwd, out);
+  }
   config.sample_bytes = kDefaultSampleBytes;
   if (const char *s = getenv("HEAPSNAP_SAMPLE_BYTES")) {
     uint64_t v;

@@ -148,6 +148,9 @@ __attribute__((constructor)) void heapsnap_start() {
     pthread_atfork(fork_prepare, fork_parent, fork_child);
     // The main thread registers now so that its ThreadEvent comes first.
     t_local.countdown = 0;
+    // The first frame (process, modules) is written now: a program that dies before the first
+    // periodic flush still leaves a readable capture.
+    writer_flush_now();
     if (!writer_start_thread()) failure = "cannot start the writer thread";
   }
   if (failure) {

@@ -11,7 +11,17 @@ HEAPSNAP_BUILD_PACKAGES=(
   python3
 )
 # Only the test suite needs these (reference implementations and peers to compare against).
-HEAPSNAP_TEST_PACKAGES=(python3-networkx valgrind clang libclang-rt-14-dev golang-go)
+HEAPSNAP_TEST_PACKAGES=(python3-networkx valgrind clang libclang-rt-14-dev golang-go chromium)
+# Real programs' own test suites, natively and traced (tests/integration/suite_cases.py, scripts/suites).
+HEAPSNAP_TEST_PACKAGES+=(libpython3.11-testsuite sqlite3 git)
+# Only scripts/bench needs these (the peers it measures against and the workloads it runs);
+# scripts/test never installs them.
+HEAPSNAP_BENCH_PACKAGES=(
+  heaptrack                                  # heaptrack, heaptrack_print
+  google-perftools libgoogle-perftools4      # libtcmalloc.so (HEAPPROFILE), google-pprof
+  valgrind                                   # massif + ms_print, callgrind
+  sqlite3 time g++ python3 util-linux        # workloads; /usr/bin/time; prlimit
+)
 
 heapsnap_missing_packages() {
   local missing=() p
@@ -47,4 +57,9 @@ heapsnap_build() {
     meson setup "$top/$dir" "$top" "$@" >/dev/null || { echo "heapsnap: meson setup failed" >&2; return 1; }
   fi
   ninja -C "$top/$dir" >/dev/null || { ninja -C "$top/$dir" >&2; return 1; }
+}
+
+# What scripts/bench runs: the bench packages on top of the build ones.
+heapsnap_ensure_bench_packages() {
+  heapsnap_ensure_packages "${HEAPSNAP_BUILD_PACKAGES[@]}" "${HEAPSNAP_BENCH_PACKAGES[@]}"
 }

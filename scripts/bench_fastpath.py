@@ -1,0 +1,127 @@
+#!/usr/bin/python3
+"""Instructions per malloc+free pair, natively and under the shim (issue 8, item 4), by callgrind.
+
+`scripts/bench --fastpath` runs this. malloc_micro (tests/bench/malloc_micro.c) is run under
+`valgrind --tool=callgrind` with two pair counts; (Ir(N2) - Ir(N1)) / (N2 - N1) is the cost of one
+pair with start-up and exit cancelled out. Modes:
+  native      no shim
+  unsampled   the shim with sampling pushed out of reach: the pure fast path
+  default     the shim at its default mean (64 KiB): fast path + the amortised sampled path
+  snapshots   unsampled, with the full live-block table (what --snapshot-at-exit turns on)
+  every       --sample-bytes 1: every allocation unwound, interned and recorded
+With --annotate, the shim's share of one unsampled pair is split by source file and line
+(callgrind_annotate), which needs a shim with debug info: by default this script builds one in
+build-prof (release optimisation plus -g, so the code is the release build's).
+"""
+import argparse
+import os
+import re
+import subprocess
+import tempfile
+
+TOP = os.path.abspath(os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+WARMUP = 100000  # malloc_micro's own warm-up pairs (run before the timed loop)
+
+
+def build_prof_shim():
+    d = os.path.join(TOP, "build-prof")
+    if not os.path.exists(os.path.join(d, "build.ninja")):
+        subprocess.run(["meson", "setup", d, TOP, "-Dbuildtype=release", "-Ddebug=true"], check=True,
+                       stdout=subprocess.DEVNULL)
+    subprocess.run(["ninja", "-C", d, "preload/libheapsnap_preload.so"], check=True, stdout=subprocess.DEVNULL)
+    return os.path.join(d, "preload", "libheapsnap_preload.so")
+
+
+def callgrind(work, micro, n, env_extra, tag):
+    out = os.path.join(work, "cg.%s.%d.out" % (tag, n))
+    env = {"PATH": "/usr/bin:/bin", "LC_ALL": "C", "HOME": os.environ.get("HOME", "/root")}
+    env.update(env_extra)
+    subprocess.run(["valgrind", "--tool=callgrind", "--callgrind-out-file=" + out, micro, str(n), "32"],
+                   env=env, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=work)
+    for line in open(out):
+        if line.startswith("summary:") or line.startswith("totals:"):
+            return int(line.split()[1]), out
+    raise SystemExit("no totals in " + out)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--shim", help="libheapsnap_preload.so to measure (default: build-prof's, built with -g)")
+    ap.add_argument("--n1", type=int, default=100000)
+    ap.add_argument("--n2", type=int, default=300000)
+    ap.add_argument("--annotate", action="store_true", help="split the unsampled pair by shim source line")
+    ap.add_argument("--modes", default="native,unsampled,default,snapshots,every")
+    a = ap.parse_args()
+    shim = os.path.abspath(a.shim) if a.shim else build_prof_shim()
+    work = tempfile.mkdtemp(prefix="heapsnap-fastpath-")
+    micro = os.path.join(work, "malloc_micro")
+    subprocess.run(["gcc", "-O2", "-g", "-o", micro, os.path.join(TOP, "tests", "bench", "malloc_micro.c")], check=True)
+    cap = os.path.join(work, "cap.hsnap")
+    never = "1000000000000000"
+    modes = {
+        "native": {},
+        "unsampled": {"LD_PRELOAD": shim, "HEAPSNAP_OUTPUT": cap, "HEAPSNAP_SAMPLE_BYTES": never},
+        "default": {"LD_PRELOAD": shim, "HEAPSNAP_OUTPUT": cap},
+        "snapshots": {"LD_PRELOAD": shim, "HEAPSNAP_OUTPUT": cap, "HEAPSNAP_SAMPLE_BYTES": never,
+                      "HEAPSNAP_SNAPSHOT": "exit"},
+        "every": {"LD_PRELOAD": shim, "HEAPSNAP_OUTPUT": cap, "HEAPSNAP_SAMPLE_BYTES": "1"},
+    }
+    per_pair, files = {}, {}
+    for m in a.modes.split(","):
+        env = dict(modes[m])
+        if "HEAPSNAP_OUTPUT" in env:
+            env["HEAPSNAP_OUTPUT"] = cap + "." + m + ".%p"
+        ir1, _ = callgrind(work, micro, a.n1, env, m)
+        ir2, f2 = callgrind(work, micro, a.n2, env, m)
+        per_pair[m] = (ir2 - ir1) / float(a.n2 - a.n1)
+        files[m] = f2
+    print("shim: %s" % shim)
+    print("instructions (Ir) per malloc+free pair of 32-47 bytes, (Ir(%d) - Ir(%d)) / %d pairs:" % (a.n2, a.n1, a.n2 - a.n1))
+    base = per_pair.get("native")
+    for m, v in per_pair.items():
+        extra = "" if base is None or m == "native" else "   +%.1f vs native (x%.2f)" % (v - base, v / base)
+        print("  %-10s %8.1f%s" % (m, v, extra))
+    if a.annotate and "unsampled" in files:
+        pairs = a.n2 + WARMUP
+        out = subprocess.run(["callgrind_annotate", "--auto=no", "--threshold=100", files["unsampled"]],
+                             stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True).stdout
+        print("\nunsampled pair by file:function (Ir per pair; inlined headers are charged to the caller):")
+        for line in out.splitlines():
+            if line.startswith("-- "):
+                break
+            mm = re.match(r"\s*([\d,]+)\s+\([^)]*\)\s+(.*)", line)
+            if not mm:
+                continue
+            ir = int(mm.group(1).replace(",", "")) / float(pairs)
+            if ir >= 0.5 and "PROGRAM TOTALS" not in line and "events annotated" not in line:
+                print("  %7.1f  %s" % (ir, re.sub(r"\s*\[.*\]$", "", mm.group(2))))
+        paths = []
+        for line in out.splitlines():
+            mm = re.search(r"(\S*/preload/src/[\w.]+):", line)
+            if mm and mm.group(1) not in paths:
+                paths.append(mm.group(1))
+        ann = subprocess.run(["callgrind_annotate", "--auto=no", files["unsampled"]] + paths,
+                             stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True).stdout
+        print("\nunsampled pair by shim source line (Ir per pair >= 0.5):")
+        cur = header = None
+        for line in ann.splitlines():
+            if line.startswith("-- User-annotated source:"):
+                cur = line.split(":", 1)[1].strip()
+                header = "  %s" % os.path.basename(cur)
+                continue
+            if cur is None:
+                continue
+            mm = re.match(r"\s*([\d,]+)\s+\([^)]*\)\s+(.*)", line)
+            if not mm or mm.group(2).startswith("=>") or "events annotated" in line:
+                continue
+            ir = int(mm.group(1).replace(",", "")) / float(pairs)
+            if ir >= 0.5:
+                if header:
+                    print(header)
+                    header = None
+                print("    %6.1f  %s" % (ir, mm.group(2).strip()[:110]))
+    print("\n(callgrind outputs in %s)" % work)
+
+
+if __name__ == "__main__":
+    main()

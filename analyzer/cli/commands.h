@@ -20,5 +20,6 @@ void add_snapshots_command(CLI::App &app, int *rc);
 void add_unreachable_command(CLI::App &app, int *rc);
 void add_retainer_commands(CLI::App &app, int *rc);  // top-retainers, dominators, path, suspects, diff
 void add_export_commands(CLI::App &app, int *rc);  // flamegraph, export
+void add_report_command(CLI::App &app, int *rc);   // report (self-contained HTML)
 
 }  // namespace heapsnap::cli

@@ -16,7 +16,8 @@ int main(int argc, char **argv) {
       "  heapsnap leaks app.hsnap                     what was never freed\n"
       "  heapsnap peak app.hsnap                      what was live at the peak\n"
       "  heapsnap flamegraph app.hsnap                collapsed stacks for flamegraph.pl\n"
-      "  heapsnap export --format pprof -o app.pb.gz app.hsnap   for go tool pprof\n",
+      "  heapsnap export --format pprof -o app.pb.gz app.hsnap   for go tool pprof\n"
+      "  heapsnap report app.hsnap -o app.html        everything in one HTML page\n",
       "heapsnap"};
   app.set_version_flag("--version", std::string("heapsnap ") + HEAPSNAP_VERSION);
   app.require_subcommand(1);
@@ -29,6 +30,7 @@ int main(int argc, char **argv) {
   heapsnap::cli::add_snapshots_command(app, &rc);
   heapsnap::cli::add_unreachable_command(app, &rc);
   heapsnap::cli::add_retainer_commands(app, &rc);
+  heapsnap::cli::add_report_command(app, &rc);
   try {
     app.parse(heapsnap::cli::split_record_command(argc, argv), argv);
   } catch (const CLI::ParseError &e) {

@@ -4,6 +4,11 @@
 
 namespace heapsnap::graph {
 
+namespace {
+// Prefetch distance, in nodes, for the retained sweep.
+constexpr size_t kAhead = 16;
+}  // namespace
+
 RetainedSizes compute_retained(const DominatorTree& tree, std::span<const uint64_t> shallow_size) {
   const size_t num = tree.idom.size();
   if (shallow_size.size() != num)
@@ -15,10 +20,24 @@ RetainedSizes compute_retained(const DominatorTree& tree, std::span<const uint64
   uint64_t* bytes = r.bytes.data();
   uint32_t* count = r.count.data();
   const uint32_t* idom = tree.idom.data();
+  const uint32_t* order = tree.preorder.data();
   // Reverse preorder reaches every node after all of its dominator-tree descendants (an idom
   // precedes its children in preorder), so one sweep can add each finished node into its idom.
+  // The sweep is sequential in preorder but scattered in node ids. The nodes it will reach are
+  // known in advance, so their entries are prefetched in two stages: a node's own entries
+  // first, then, once its idom id has arrived, the idom's.
   for (size_t i = tree.preorder.size(); i-- > 1;) {
-    const uint32_t v = tree.preorder[i];
+    if (i >= kAhead) {
+      const uint32_t far = order[i - kAhead];
+      __builtin_prefetch(&idom[far]);
+      __builtin_prefetch(&bytes[far], 1);
+      __builtin_prefetch(&count[far], 1);
+      __builtin_prefetch(&shallow_size[far]);
+      const uint32_t near_idom = idom[order[i - kAhead / 2]];
+      __builtin_prefetch(&bytes[near_idom], 1);
+      __builtin_prefetch(&count[near_idom], 1);
+    }
+    const uint32_t v = order[i];
     const uint64_t b = bytes[v] + shallow_size[v];
     const uint32_t c = count[v] + 1;
     bytes[v] = b;

@@ -119,6 +119,11 @@ bool load_snapshot(capture::CaptureReader &reader, uint32_t index, HeapSnapshot 
         if (b.index() != index) break;
         found = true;
         int n = b.addr_delta_size();
+        if (!s.edge_begin.empty()) {
+          // Edges are numbered against the blocks read before them: later blocks cannot follow.
+          fail(pos, "block records after edge records");
+          return false;
+        }
         if (b.first_block() != s.addr.size() || b.size_size() != n || b.call_site_delta_size() != n ||
             b.stack_size() != n || b.id_size() != n || b.time_ms_size() != n) {
           fail(pos, "block columns out of order or of unequal length");

@@ -17,6 +17,9 @@
 #include "replay/capture_summary.h"
 #include "replay/replay.h"
 #include "replay/stack_symbolizer.h"
+#include "snapshot/heap_snapshot.h"
+#include "snapshot/object_graph.h"
+#include "snapshot/reachability.h"
 
 namespace heapsnap::fuzz {
 namespace {
@@ -51,6 +54,32 @@ MemFile &mem_file() {
 
 // Keeps the optimizer from dropping work whose result is otherwise unused.
 volatile uint64_t g_sink;
+
+// Every snapshot the capture lists (a few at most): what snapshots, unreachable, top-retainers and
+// dominators load and compute.
+void run_snapshots(const std::string &path) {
+  std::string err;
+  auto reader = capture::CaptureReader::open(path, &err);
+  if (!reader) return;
+  std::vector<snapshot::SnapshotInfo> list = snapshot::list_snapshots(*reader);
+  uint64_t sink = list.size();
+  for (size_t i = 0; i < list.size() && i < 4; ++i) {
+    auto r = capture::CaptureReader::open(path, &err);  // load_snapshot sets a record filter
+    if (!r) abort();
+    snapshot::HeapSnapshot s;
+    if (!snapshot::load_snapshot(*r, list[i].index, &s, &err)) continue;
+    sink += s.memory_bytes() + s.find(s.addr.empty() ? 0 : s.addr.back());
+    for (bool interior : {true, false}) {
+      snapshot::Reachability reach = snapshot::classify(s, interior);
+      sink += reach.totals.blocks[int(snapshot::Reach::kDefinite)];
+    }
+    snapshot::ObjectGraph g = snapshot::build_object_graph(s, true, true);
+    sink += g.total_bytes();
+    for (uint32_t node = 1; node < g.csr.num_nodes && node < 64; ++node)
+      sink += snapshot::top_dominator(g, node);
+  }
+  g_sink = sink;
+}
 
 void run_path(const std::string &path) {
   std::string err;
@@ -107,10 +136,11 @@ ZSTD_CCtx *cctx() {
 
 void quiet_protobuf_logs() { google::protobuf::SetLogHandler(nullptr); }
 
-void run_capture_bytes(const uint8_t *data, size_t size) {
+void run_capture_bytes(const uint8_t *data, size_t size, bool snapshots) {
   MemFile &f = mem_file();
   f.set(data, size);
   run_path(f.path);
+  if (snapshots) run_snapshots(f.path);
 }
 
 std::string wrap_record_stream(const uint8_t *data, size_t size) {
@@ -137,9 +167,9 @@ std::string wrap_record_stream(const uint8_t *data, size_t size) {
   return out;
 }
 
-void run_record_stream(const uint8_t *data, size_t size) {
+void run_record_stream(const uint8_t *data, size_t size, bool snapshots) {
   std::string file = wrap_record_stream(data, size);
-  run_capture_bytes(reinterpret_cast<const uint8_t *>(file.data()), file.size());
+  run_capture_bytes(reinterpret_cast<const uint8_t *>(file.data()), file.size(), snapshots);
 }
 
 }  // namespace heapsnap::fuzz

@@ -76,6 +76,27 @@ def batch(events, base_id=0, tid=7):
     return record(5, body)
 
 
+def snapshot_begin(index):
+    return record(12, field(1, 0, index) + field(2, 0, 5))
+
+
+def snapshot_blocks(index, first, n, start):
+    """n blocks of 16 bytes, 64 bytes apart from address start on, no identity."""
+    body = field(1, 0, index) + packed(2, [start] + [64] * (n - 1), signed=True) + packed(3, [16] * n)
+    body += packed(4, [0] * n, signed=True) + packed(5, [0] * n) + packed(6, [0] * n) + packed(7, [0] * n)
+    return record(13, body + field(9, 0, first))
+
+
+def snapshot_edges(index, base, from_delta, count, to_delta):
+    body = field(1, 0, index) + packed(2, from_delta) + packed(3, count)
+    body += packed(4, to_delta, signed=True) + packed(6, [0] * len(to_delta))
+    return record(14, body + field(7, 0, base))
+
+
+def snapshot_end(index, blocks):
+    return record(16, field(1, 0, index) + field(2, 0, blocks) + field(8, 0, 1))
+
+
 def main():
     out = sys.argv[1] if len(sys.argv) > 1 else os.path.join(os.path.dirname(os.path.abspath(__file__)), "regressions", "records")
     os.makedirs(out, exist_ok=True)
@@ -93,6 +114,12 @@ def main():
     for _ in range(40):
         rounds += [(FREE, {"ref": 1})] * 3 + [(ALLOC, {"id_delta": 0})]
     files["free-id-zero"] = process() + batch([(ALLOC, {"id_delta": 1})] + rounds)
+    # snapshot/heap_snapshot.cc load_snapshot(): edge_begin is sized to the blocks read when the
+    # first SnapshotEdges arrives; SnapshotBlocks after it, then edges of the later blocks, wrote
+    # past its end (heap-buffer-overflow). Blocks 0, edges of 0, blocks 1..10, an edge of block 5.
+    files["snapshot-blocks-after-edges"] = (
+        process() + snapshot_begin(0) + snapshot_blocks(0, 0, 1, 0x1000) + snapshot_edges(0, 0, [0], [0], [])
+        + snapshot_blocks(0, 1, 10, 0x2000) + snapshot_edges(0, 0, [5], [1], [-5]) + snapshot_end(0, 11))
     for name, data in files.items():
         with open(os.path.join(out, name), "wb") as f:
             f.write(data)

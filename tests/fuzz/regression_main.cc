@@ -1,6 +1,6 @@
-// Runs every input checked into tests/fuzz/regressions/ through the fuzz harness: files under a
-// directory named "records" are decompressed record streams (capture_records_fuzz inputs), all
-// others whole capture files (capture_fuzz inputs). A crash, a sanitizer report or an allocation
+// Runs every input checked into tests/fuzz/regressions/ through the fuzz harness, snapshots
+// included: files under a directory named "records" are decompressed record streams
+// (capture_records_fuzz and snapshot_fuzz inputs), all others whole capture files (capture_fuzz). A crash, a sanitizer report or an allocation
 // beyond the address-space limit set here (a length taken from the file unchecked) fails the test.
 //
 // usage: fuzz_regressions DIR|FILE...
@@ -38,6 +38,7 @@ int main(int argc, char **argv) {
   struct rlimit lim = {3ull << 30, 3ull << 30};
   setrlimit(RLIMIT_AS, &lim);
 #endif
+  setvbuf(stdout, nullptr, _IOLBF, 0);  // a crash report follows the name of the input it is about
   heapsnap::fuzz::quiet_protobuf_logs();
   std::vector<fs::path> inputs;
   for (int i = 1; i < argc; ++i) {
@@ -55,11 +56,12 @@ int main(int argc, char **argv) {
     std::ifstream in(p, std::ios::binary);
     std::string data((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
     bool records = p.parent_path().filename() == "records";
+    printf("run  %s\n", p.c_str());
     auto t0 = std::chrono::steady_clock::now();
     try {
       const auto *d = reinterpret_cast<const uint8_t *>(data.data());
-      if (records) heapsnap::fuzz::run_record_stream(d, data.size());
-      else heapsnap::fuzz::run_capture_bytes(d, data.size());
+      if (records) heapsnap::fuzz::run_record_stream(d, data.size(), true);
+      else heapsnap::fuzz::run_capture_bytes(d, data.size(), true);
     } catch (const std::exception &e) {
       printf("FAIL %s: exception: %s\n", p.c_str(), e.what());
       ++failed;

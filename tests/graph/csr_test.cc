@@ -1,5 +1,6 @@
 #include <doctest/doctest.h>
 
+#include <random>
 #include <stdexcept>
 #include <vector>
 
@@ -61,4 +62,30 @@ TEST_CASE("build_csr rejects bad input") {
   const std::vector<uint32_t> c{1, 2};
   CHECK_THROWS_AS(build_csr(2, a, c), std::invalid_argument);
   CHECK_THROWS_AS(build_csr(2, c, a), std::invalid_argument);
+}
+
+TEST_CASE("build_csr and reverse agree with naive adjacency lists on random edges") {
+  std::mt19937 rng(42);
+  for (int round = 0; round < 200; ++round) {
+    const uint32_t n = 1 + rng() % 300;
+    const uint32_t m = rng() % (4 * n);
+    std::vector<uint32_t> from(m), to(m);
+    std::vector<std::vector<uint32_t>> out(n), in(n);
+    for (uint32_t i = 0; i < m; ++i) {
+      from[i] = rng() % n;
+      to[i] = rng() % n;
+      out[from[i]].push_back(to[i]);
+    }
+    for (uint32_t v = 0; v < n; ++v)
+      for (uint32_t t : out[v]) in[t].push_back(v);  // increasing source order
+    const CsrGraph g = build_csr(n, from, to);
+    const CsrGraph r = reverse(g);
+    CAPTURE(round);
+    REQUIRE(g.offsets.size() == n + 1);
+    REQUIRE(r.offsets.size() == n + 1);
+    for (uint32_t v = 0; v < n; ++v) {
+      CHECK(succ(g, v) == out[v]);
+      CHECK(succ(r, v) == in[v]);
+    }
+  }
 }

@@ -53,3 +53,24 @@ TEST_CASE("1-million-node complete binary tree") {
   CHECK(r.count[0] == s.num_nodes);
   CHECK(r.count[1] + r.count[2] + 1 == s.num_nodes);
 }
+
+TEST_CASE("path compression over a million-node path") {
+  // 0 -> 1 -> ... -> n-1, plus edges from the tail back to every 1000th node and a shortcut
+  // 0 -> n/2. The first eval walks the whole linked path; later ones must find it compressed.
+  // Back-edge targets before n/2 can be reached around the tail, avoiding every chain node
+  // before them, so the root is their idom; so is it for n/2. Every other node: its chain
+  // predecessor.
+  const uint32_t n = 1'000'000;
+  std::vector<uint32_t> from, to;
+  for (uint32_t i = 1; i < n; ++i) from.push_back(i - 1), to.push_back(i);
+  for (uint32_t i = 1; i < n; i += 1000) from.push_back(n - 1), to.push_back(i);
+  from.push_back(0), to.push_back(n / 2);
+  const DominatorTree t = compute_dominators(build_csr(n, from, to));
+  uint32_t wrong = 0;
+  for (uint32_t i = 1; i < n; ++i) {
+    const bool around = i == n / 2 || (i < n / 2 && i % 1000 == 1);
+    const uint32_t expect = around ? 0 : i - 1;
+    wrong += t.idom[i] != expect;
+  }
+  CHECK(wrong == 0);
+}

@@ -1,0 +1,96 @@
+#include "report/dominator_icicle.h"
+
+#include <algorithm>
+#include <deque>
+#include <unordered_map>
+
+namespace heapsnap::report {
+
+SiteIcicle dominator_icicle(const snapshot::HeapSnapshot &s, const snapshot::ObjectGraph &g, const IcicleBudget &budget) {
+  using snapshot::ObjectGraph;
+  SiteIcicle t;
+  auto add = [&](uint32_t parent, uint64_t site, uint32_t example, bool other) {
+    t.parent.push_back(parent);
+    t.site.push_back(site);
+    t.example.push_back(example);
+    t.retained.push_back(0);
+    t.objects.push_back(0);
+    t.shallow.push_back(0);
+    t.other.push_back(other);
+    return uint32_t(t.parent.size() - 1);
+  };
+  add(0, 0, UINT32_MAX, false);
+  uint64_t total = g.total_bytes();
+  t.retained[0] = total;
+  t.objects[0] = g.retained.count.empty() ? 0 : g.retained.count[0] - 1;  // without the super root
+  size_t max_nodes = std::max<size_t>(budget.max_nodes, 1);
+  auto threshold = uint64_t(double(total) * budget.min_share);
+
+  struct Pending {
+    uint32_t node;                 // icicle node
+    int depth;                     // of its children
+    std::vector<uint32_t> members; // graph nodes of the group
+  };
+  struct Group {
+    uint64_t site = 0;
+    uint32_t example = 0;
+    uint64_t count = 0, shallow = 0, retained = 0;
+    std::vector<uint32_t> members;
+  };
+  std::deque<Pending> queue;
+  queue.push_back({0, 1, {0}});
+  while (!queue.empty() && t.nodes() < max_nodes) {
+    Pending p = std::move(queue.front());
+    queue.pop_front();
+    std::unordered_map<uint64_t, Group> groups;
+    for (uint32_t v : p.members)
+      for (uint32_t ch : g.children.successors(v)) {
+        uint32_t b = ObjectGraph::block_of(ch);
+        Group &gr = groups[s.call_site[b]];
+        if (!gr.count) {
+          gr.site = s.call_site[b];
+          gr.example = b;
+        }
+        ++gr.count;
+        gr.shallow += s.size[b];
+        gr.retained += g.retained.bytes[ch];
+        gr.members.push_back(ch);
+      }
+    std::vector<Group *> sorted;
+    sorted.reserve(groups.size());
+    for (auto &kv : groups) sorted.push_back(&kv.second);
+    std::sort(sorted.begin(), sorted.end(), [](const Group *a, const Group *b) {
+      return a->retained != b->retained ? a->retained > b->retained : a->site < b->site;
+    });
+    Group rest;
+    bool have_rest = false;
+    for (size_t i = 0; i < sorted.size(); ++i) {
+      Group *gr = sorted[i];
+      // Room for this group, and for an "other" after it if groups remain.
+      size_t room = max_nodes - t.nodes();
+      bool fits = i < budget.max_children && gr->retained >= threshold && gr->retained > 0 &&
+                  room >= (i + 1 < sorted.size() ? 2 : 1);
+      if (!fits) {
+        have_rest = true;
+        rest.count += gr->count;
+        rest.shallow += gr->shallow;
+        rest.retained += gr->retained;
+        continue;
+      }
+      uint32_t id = add(p.node, gr->site, gr->example, false);
+      t.retained[id] = gr->retained;
+      t.objects[id] = gr->count;
+      t.shallow[id] = gr->shallow;
+      if (p.depth < budget.max_depth) queue.push_back({id, p.depth + 1, std::move(gr->members)});
+    }
+    if (have_rest && rest.retained > 0 && t.nodes() < max_nodes) {
+      uint32_t id = add(p.node, 0, UINT32_MAX, true);
+      t.retained[id] = rest.retained;
+      t.objects[id] = rest.count;
+      t.shallow[id] = rest.shallow;
+    }
+  }
+  return t;
+}
+
+}  // namespace heapsnap::report

@@ -1,0 +1,595 @@
+#include "report/report_data.h"
+
+#include <algorithm>
+#include <cmath>
+#include <memory>
+#include <unordered_map>
+
+#include "replay/replay.h"
+#include "replay/stack_symbolizer.h"
+#include "report/timeline_series.h"
+#include "snapshot/heap_snapshot.h"
+#include "snapshot/object_graph.h"
+
+#ifndef HEAPSNAP_VERSION
+#define HEAPSNAP_VERSION "dev"
+#endif
+
+namespace heapsnap::report {
+namespace {
+
+using json = nlohmann::ordered_json;
+using replay::DisplayFrame;
+using replay::ReplayResult;
+using replay::StackFigures;
+using replay::StackSymbolizer;
+
+constexpr size_t kMaxNotes = 20;
+
+// Estimates are doubles; the page shows whole bytes and calls.
+int64_t whole(double v) { return std::llround(v); }
+double seconds(uint64_t ns) { return std::round(double(ns) / 1e6) / 1e3; }  // ms resolution
+
+std::string hex(uint64_t v) {
+  char b[32];
+  snprintf(b, sizeof(b), "0x%llx", static_cast<unsigned long long>(v));
+  return b;
+}
+
+// A stack for the tables: frame labels with file:line, innermost first, cut to `max` frames.
+json stack_json(const std::vector<DisplayFrame> &frames, size_t max) {
+  json fr = json::array();
+  for (size_t i = 0; i < frames.size() && i < max; ++i) {
+    const auto &f = frames[i];
+    fr.push_back(f.inlined ? f.label() + " [inlined]" : f.label());
+  }
+  json j;
+  j["frames"] = fr;
+  j["more"] = frames.size() > max ? frames.size() - max : 0;
+  return j;
+}
+
+// --- flame graph -------------------------------------------------------------------------------
+
+json flame_json(const FlameTree &t, size_t full_nodes) {
+  json j;
+  json metrics = json::array();
+  for (int m = 0; m < kFlameMetrics; ++m) metrics.push_back(flame_metric_name(m));
+  j["metrics"] = metrics;
+  j["names"] = t.names;
+  j["parent"] = t.parent;
+  j["name"] = t.name;
+  json values = json::array();
+  for (int m = 0; m < kFlameMetrics; ++m) {
+    std::vector<int64_t> col(t.nodes());
+    for (size_t v = 0; v < t.nodes(); ++v) col[v] = whole(t.value[v][m]);
+    values.push_back(col);
+  }
+  j["values"] = values;
+  std::vector<uint32_t> other;
+  for (size_t v = 0; v < t.nodes(); ++v)
+    if (t.other[v]) other.push_back(uint32_t(v));
+  j["other"] = other;
+  j["full_nodes"] = full_nodes;
+  return j;
+}
+
+// --- top allocation sites and leaks --------------------------------------------------------------
+
+double figure(const StackFigures &f, int m) {
+  switch (m) {
+    case kAllocBytes: return f.alloc_bytes;
+    case kAllocCalls: return f.alloc_calls;
+    case kLeakedBytes: return f.live_bytes;
+    default: return f.peak_bytes;
+  }
+}
+
+json top_allocators_json(const ReplayResult &r, StackSymbolizer &sym, const ReportOptions &o) {
+  // Sites are named by the innermost frame of their stacks' leaf address, as top-allocators does.
+  struct Site {
+    std::string label;
+    DisplayFrame frame;
+    StackFigures sum;
+    uint32_t heaviest = 0;
+    double heaviest_bytes = -1;
+    uint64_t stacks = 0;
+  };
+  std::unordered_map<std::string, Site> sites;
+  for (uint32_t id = 1; id < r.by_stack.size(); ++id) {
+    const auto &f = r.by_stack[id];
+    if (f.samples == 0 && f.live_calls <= 0 && f.reallocs == 0) continue;
+    if (!r.stacks.valid(id)) continue;
+    const auto &frames = sym.frames_of(r.stacks.address(id));
+    if (frames.empty()) continue;
+    std::string key = frames[0].label();
+    Site &s = sites[key];
+    if (s.label.empty()) {
+      s.label = key;
+      s.frame = frames[0];
+    }
+    s.sum.alloc_calls += f.alloc_calls;
+    s.sum.alloc_bytes += f.alloc_bytes;
+    s.sum.live_calls += f.live_calls;
+    s.sum.live_bytes += f.live_bytes;
+    s.sum.peak_calls += f.peak_calls;
+    s.sum.peak_bytes += f.peak_bytes;
+    s.sum.samples += f.samples;
+    s.sum.reallocs += f.reallocs;
+    s.sum.realloc_moves += f.realloc_moves;
+    ++s.stacks;
+    if (f.alloc_bytes > s.heaviest_bytes) {
+      s.heaviest_bytes = f.alloc_bytes;
+      s.heaviest = id;
+    }
+  }
+  std::vector<Site *> all;
+  for (auto &kv : sites) all.push_back(&kv.second);
+  // The top rows by every metric, so that the page can sort by any column and stay exact.
+  std::vector<Site *> rows;
+  for (int m = 0; m < kFlameMetrics; ++m) {
+    size_t k = std::min(o.table_rows, all.size());
+    std::partial_sort(all.begin(), all.begin() + long(k), all.end(), [&](Site *a, Site *b) {
+      double x = figure(a->sum, m), y = figure(b->sum, m);
+      return x != y ? x > y : a->label < b->label;
+    });
+    for (size_t i = 0; i < k; ++i)
+      if (figure(all[i]->sum, m) > 0 && std::find(rows.begin(), rows.end(), all[i]) == rows.end()) rows.push_back(all[i]);
+  }
+  std::sort(rows.begin(), rows.end(), [](Site *a, Site *b) { return a->sum.alloc_bytes > b->sum.alloc_bytes; });
+  json arr = json::array();
+  for (Site *s : rows) {
+    json j;
+    j["site"] = s->label;
+    j["module"] = s->frame.module;
+    j["alloc_bytes"] = whole(s->sum.alloc_bytes);
+    j["alloc_calls"] = whole(s->sum.alloc_calls);
+    j["peak_bytes"] = whole(s->sum.peak_bytes);
+    j["leaked_bytes"] = whole(s->sum.live_bytes);
+    j["leaked_blocks"] = whole(s->sum.live_calls);
+    j["reallocs"] = s->sum.reallocs;
+    j["realloc_moves"] = s->sum.realloc_moves;
+    j["stacks"] = s->stacks;
+    j["stack"] = stack_json(sym.stack(r.stacks, s->heaviest), o.stack_frames);
+    arr.push_back(j);
+  }
+  json out;
+  out["sites_total"] = sites.size();
+  out["rows"] = arr;
+  return out;
+}
+
+json leaks_json(const ReplayResult &r, StackSymbolizer &sym, const ReportOptions &o) {
+  std::vector<uint32_t> ids;
+  double blocks = 0, bytes = 0;
+  for (uint32_t id = 1; id < r.by_stack.size(); ++id) {
+    const auto &f = r.by_stack[id];
+    if (f.live_calls < 0.5) continue;
+    ids.push_back(id);
+    blocks += f.live_calls;
+    bytes += f.live_bytes;
+  }
+  size_t k = std::min(o.table_rows, ids.size());
+  std::partial_sort(ids.begin(), ids.begin() + long(k), ids.end(), [&](uint32_t a, uint32_t b) {
+    return r.by_stack[a].live_bytes != r.by_stack[b].live_bytes ? r.by_stack[a].live_bytes > r.by_stack[b].live_bytes : a < b;
+  });
+  json arr = json::array();
+  for (size_t i = 0; i < k; ++i) {
+    const auto &f = r.by_stack[ids[i]];
+    json j;
+    j["bytes"] = whole(f.live_bytes);
+    j["blocks"] = whole(f.live_calls);
+    auto frames = sym.stack(r.stacks, ids[i]);
+    j["site"] = frames.empty() ? std::string("?") : frames[0].label();
+    j["stack"] = stack_json(frames, o.stack_frames);
+    arr.push_back(j);
+  }
+  json out;
+  out["stacks_total"] = ids.size();
+  out["blocks"] = whole(blocks);
+  out["bytes"] = whole(bytes);
+  out["rows"] = arr;
+  return out;
+}
+
+// --- snapshots -----------------------------------------------------------------------------------
+
+// The site table shared by every snapshot section: call-site address -> index.
+struct SiteTable {
+  std::unordered_map<uint64_t, uint32_t> index;
+  json rows = json::array();
+  uint32_t of(uint64_t call_site, StackSymbolizer &sym) {
+    auto [it, fresh] = index.try_emplace(call_site, uint32_t(rows.size()));
+    if (fresh) {
+      const auto &f = sym.frames_of(call_site);
+      json j;
+      j["label"] = f.empty() ? hex(call_site) : f[0].label();
+      j["module"] = f.empty() ? std::string() : f[0].module;
+      j["address"] = hex(call_site);
+      rows.push_back(j);
+    }
+    return it->second;
+  }
+};
+
+// Which snapshots to analyse: complete ones, at most `max`, evenly spread, first and last kept.
+std::vector<uint32_t> choose_snapshots(const std::vector<snapshot::SnapshotInfo> &list, size_t max) {
+  std::vector<uint32_t> complete;
+  for (const auto &s : list)
+    if (s.have_end && s.end.complete()) complete.push_back(s.index);
+  if (complete.size() <= max) return complete;
+  std::vector<uint32_t> out;
+  if (max == 0) return out;
+  if (max == 1) return {complete.back()};
+  for (size_t i = 0; i < max; ++i) {
+    uint32_t pick = complete[(i * (complete.size() - 1) + (max - 1) / 2) / (max - 1)];
+    if (out.empty() || out.back() != pick) out.push_back(pick);
+  }
+  return out;
+}
+
+// "global /usr/lib/libfoo.so", "stack (tid 123)", "anonymous".
+std::string range_label(const snapshot::RootRange &rr) {
+  std::string out = snapshot::root_kind_name(rr.kind);
+  if (!rr.name.empty() && rr.name != out) out += " " + rr.name;
+  if (rr.kind == snapshot::kStack) out += " (tid " + std::to_string(rr.detail) + ")";
+  return out;
+}
+
+// The root range holding the top-level object above `node`, as top-retainers labels it.
+std::string root_label(const snapshot::HeapSnapshot &s, const snapshot::ObjectGraph &g, uint32_t node) {
+  uint32_t top = snapshot::top_dominator(g, node);
+  uint32_t r = top < g.root_range.size() ? g.root_range[top] : UINT32_MAX;
+  if (r == UINT32_MAX || r >= s.roots.size()) return "(held through several roots)";
+  return range_label(s.roots[r]);
+}
+
+std::vector<DisplayFrame> block_stack(const snapshot::HeapSnapshot &s, uint32_t b, const ReplayResult &r,
+                                      StackSymbolizer &sym) {
+  if (b < s.stack.size() && s.stack[b] && r.stacks.valid(s.stack[b])) return sym.stack(r.stacks, s.stack[b]);
+  return sym.frames_of(s.call_site[b]);
+}
+
+json snapshot_json(const snapshot::SnapshotInfo &info, snapshot::HeapSnapshot &s, const ReplayResult &r,
+                   StackSymbolizer &sym, SiteTable &sites, const ReportOptions &o) {
+  using snapshot::ObjectGraph;
+  ObjectGraph g = snapshot::build_object_graph(s, o.follow_interior, true, true);
+  json j;
+  j["index"] = info.index;
+  j["time_s"] = seconds(info.time_ns);
+  j["trigger"] = snapshot::trigger_name(info.trigger);
+  j["label"] = info.label;
+  uint64_t bytes = 0;
+  for (uint32_t b = 0; b < s.blocks(); ++b) bytes += s.size[b];
+  uint64_t total = g.total_bytes();
+  j["blocks"] = s.blocks();
+  j["bytes"] = bytes;
+  j["edges"] = info.end.edges();
+  j["reachable_bytes"] = total;
+  j["reachable_blocks"] = g.stats.reachable ? g.stats.reachable - 1 : 0;
+  j["pause_ms"] = double(info.pause_ns) / 1e6;
+
+  // Dominator tree by site.
+  SiteIcicle ic = dominator_icicle(s, g, o.icicle);
+  json tree;
+  std::vector<int64_t> site_col(ic.nodes());
+  for (size_t v = 0; v < ic.nodes(); ++v)
+    site_col[v] = (v == 0 || ic.other[v]) ? -1 : int64_t(sites.of(ic.site[v], sym));
+  tree["parent"] = ic.parent;
+  tree["site"] = site_col;
+  tree["retained"] = ic.retained;
+  tree["objects"] = ic.objects;
+  tree["shallow"] = ic.shallow;
+  std::vector<uint32_t> other;
+  for (size_t v = 0; v < ic.nodes(); ++v)
+    if (ic.other[v]) other.push_back(uint32_t(v));
+  tree["other"] = other;
+  j["tree"] = tree;
+
+  // Top retainers by object.
+  std::vector<uint32_t> nodes;
+  for (uint32_t v = 1; v < g.csr.num_nodes; ++v)
+    if (g.retained.count[v]) nodes.push_back(v);
+  size_t k = std::min(o.table_rows, nodes.size());
+  std::partial_sort(nodes.begin(), nodes.begin() + long(k), nodes.end(), [&](uint32_t x, uint32_t y) {
+    return g.retained.bytes[x] != g.retained.bytes[y] ? g.retained.bytes[x] > g.retained.bytes[y] : x < y;
+  });
+  // Shortest paths from the roots (one breadth-first pass over the pointer graph serves every
+  // row), as `heapsnap path` finds them.
+  std::vector<uint32_t> bfs_parent;
+  if (k) {
+    bfs_parent.assign(g.csr.num_nodes, UINT32_MAX);
+    std::vector<uint32_t> queue{0};
+    bfs_parent[0] = 0;
+    for (size_t head = 0; head < queue.size(); ++head)
+      for (uint32_t w : g.csr.successors(queue[head]))
+        if (bfs_parent[w] == UINT32_MAX) {
+          bfs_parent[w] = queue[head];
+          queue.push_back(w);
+        }
+  }
+  auto path_json = [&](uint32_t v) {
+    std::vector<uint32_t> chain;
+    for (uint32_t u = v; u != 0 && u != UINT32_MAX && chain.size() <= g.csr.num_nodes; u = bfs_parent[u]) chain.push_back(u);
+    std::reverse(chain.begin(), chain.end());
+    json p;
+    if (chain.empty() || bfs_parent[chain.front()] != 0) {
+      p["root"] = "(no path from a root)";
+      p["hops"] = json::array();
+      p["more"] = 0;
+      return p;
+    }
+    uint32_t r = chain.front() < g.root_range.size() ? g.root_range[chain.front()] : UINT32_MAX;
+    p["root"] = r != UINT32_MAX && r < s.roots.size() ? range_label(s.roots[r]) : std::string("(root)");
+    // Long chains (lists) keep their first and last hops.
+    constexpr size_t kHead = 4, kTail = 8;
+    json hops = json::array();
+    size_t more = chain.size() > kHead + kTail ? chain.size() - kHead - kTail : 0;
+    for (size_t i = 0; i < chain.size(); ++i) {
+      if (more && i == kHead) i += more;
+      uint32_t b = ObjectGraph::block_of(chain[i]);
+      hops.push_back({{"address", hex(s.addr[b])}, {"site", sites.of(s.call_site[b], sym)}, {"size", s.size[b]}});
+    }
+    p["hops"] = hops;
+    p["more"] = more;
+    p["more_at"] = kHead;
+    return p;
+  };
+  json objs = json::array();
+  for (size_t i = 0; i < k; ++i) {
+    uint32_t v = nodes[i], b = ObjectGraph::block_of(v);
+    json row;
+    row["address"] = hex(s.addr[b]);
+    row["site"] = sites.of(s.call_site[b], sym);
+    row["shallow"] = s.size[b];
+    row["retained"] = g.retained.bytes[v];
+    row["retained_blocks"] = g.retained.count[v];
+    row["held_by"] = root_label(s, g, v);
+    row["stack"] = stack_json(block_stack(s, b, r, sym), o.stack_frames);
+    row["path"] = path_json(v);
+    objs.push_back(row);
+  }
+  j["retainers"] = objs;
+
+  // Top retaining sites: a site's retained bytes count each block once (only the topmost block
+  // of the site on each dominator chain contributes), as `top-retainers --by site` counts them.
+  std::unordered_map<uint64_t, uint32_t> local;
+  std::vector<uint64_t> local_site;
+  std::vector<uint32_t> site_of(g.csr.num_nodes, 0);
+  for (uint32_t b = 0; b < s.blocks(); ++b) {
+    auto [it, fresh] = local.try_emplace(s.call_site[b], uint32_t(local_site.size()));
+    if (fresh) local_site.push_back(s.call_site[b]);
+    site_of[b + 1] = it->second;
+  }
+  size_t ns = local_site.size();
+  std::vector<uint32_t> active(ns, 0);
+  std::vector<uint64_t> retained(ns, 0), shallow(ns, 0), count(ns, 0);
+  std::vector<std::pair<uint32_t, bool>> stack{{0, false}};
+  while (!stack.empty()) {
+    auto [v, leaving] = stack.back();
+    stack.pop_back();
+    if (v != 0) {
+      uint32_t st = site_of[v];
+      if (leaving) {
+        --active[st];
+        continue;
+      }
+      if (!active[st]) retained[st] += g.retained.bytes[v];
+      ++active[st];
+      shallow[st] += s.size[v - 1];
+      ++count[st];
+      stack.push_back({v, true});
+    }
+    for (uint32_t ch : g.children.successors(v)) stack.push_back({ch, false});
+  }
+  std::vector<uint32_t> order;
+  for (uint32_t i = 0; i < ns; ++i)
+    if (retained[i]) order.push_back(i);
+  size_t ks = std::min(o.table_rows, order.size());
+  std::partial_sort(order.begin(), order.begin() + long(ks), order.end(),
+                    [&](uint32_t x, uint32_t y) { return retained[x] != retained[y] ? retained[x] > retained[y] : x < y; });
+  json rs = json::array();
+  for (size_t i = 0; i < ks; ++i) {
+    uint32_t st = order[i];
+    rs.push_back({{"site", sites.of(local_site[st], sym)}, {"retained", retained[st]}, {"shallow", shallow[st]},
+                  {"blocks", count[st]}});
+  }
+  j["retaining_sites"] = rs;
+
+  // Every block by site (reachable or not), for diffs between snapshots.
+  std::vector<uint64_t> all_count(ns, 0), all_bytes(ns, 0);
+  for (uint32_t b = 0; b < s.blocks(); ++b) {
+    uint32_t st = site_of[b + 1];
+    ++all_count[st];
+    all_bytes[st] += s.size[b];
+  }
+  std::vector<uint32_t> by_bytes(ns);
+  for (uint32_t i = 0; i < ns; ++i) by_bytes[i] = i;
+  std::sort(by_bytes.begin(), by_bytes.end(),
+            [&](uint32_t x, uint32_t y) { return all_bytes[x] != all_bytes[y] ? all_bytes[x] > all_bytes[y] : local_site[x] < local_site[y]; });
+  json tab;
+  std::vector<uint32_t> tsite;
+  std::vector<uint64_t> tcount, tbytes;
+  uint64_t other_count = 0, other_bytes = 0;
+  for (size_t i = 0; i < ns; ++i) {
+    uint32_t st = by_bytes[i];
+    if (i < o.max_sites) {
+      tsite.push_back(sites.of(local_site[st], sym));
+      tcount.push_back(all_count[st]);
+      tbytes.push_back(all_bytes[st]);
+    } else {
+      other_count += all_count[st];
+      other_bytes += all_bytes[st];
+    }
+  }
+  tab["site"] = tsite;
+  tab["count"] = tcount;
+  tab["bytes"] = tbytes;
+  tab["sites_total"] = ns;
+  tab["other_count"] = other_count;
+  tab["other_bytes"] = other_bytes;
+  j["sites"] = tab;
+  return j;
+}
+
+}  // namespace
+
+bool build_report_data(const ReportOptions &o, json *out, std::string *error) {
+  auto progress = [&](const std::string &phase) -> std::function<void(uint64_t, uint64_t)> {
+    if (!o.progress) return {};
+    return [&o, phase](uint64_t d, uint64_t t) { o.progress(phase, d, t); };
+  };
+  std::string err;
+  ReplayResult r = replay::replay_with_peak(o.file, &err, progress("replaying " + o.file));
+  if (!err.empty()) {
+    *error = err;
+    return false;
+  }
+  if (!r.have_process) {
+    *error = o.file + ": no process record: not a usable capture";
+    return false;
+  }
+  symbolize::SymbolizerOptions so;
+  if (!o.debug_dirs.empty()) so.debug_dirs = o.debug_dirs;
+  StackSymbolizer sym(r.modules, so);
+
+  json notes = json::array();
+  auto note = [&](const std::string &s) {
+    if (notes.size() < kMaxNotes) notes.push_back(s);
+  };
+  if (r.truncated) note("The capture is truncated (no end record, or damaged frames): figures cover what was read.");
+  for (const auto &p : r.problems) note("offset " + hex(p.offset) + ": " + p.what);
+  if (r.sample_bytes() > 1)
+    note("Stack figures are sampled estimates (one sample per ~" + std::to_string(r.sample_bytes()) +
+         " bytes); the totals and the heap line are exact. Record with --sample-bytes 1 for every allocation.");
+
+  json d;
+  d["schema"] = 1;
+  d["generator"] = std::string("heapsnap ") + HEAPSNAP_VERSION;
+  std::string command;
+  for (int i = 0; i < r.process.argv_size(); ++i) command += (i ? " " : "") + r.process.argv(i);
+  if (command.empty()) command = r.process.executable();
+  d["title"] = o.title.empty() ? command : o.title;
+  d["file"] = o.file;
+  json proc;
+  proc["command"] = command;
+  proc["executable"] = r.process.executable();
+  proc["pid"] = r.process.pid();
+  proc["hostname"] = r.process.hostname();
+  proc["start_unix_s"] = r.process.start_unix_ns() / 1000000000ull;
+  proc["duration_s"] = seconds(r.end_time_ns);
+  proc["sample_bytes"] = r.sample_bytes();
+  proc["estimated"] = r.sample_bytes() > 1;
+  proc["threads"] = r.totals.threads_seen();
+  proc["modules"] = r.modules.size();
+  proc["stacks"] = r.stacks.stacks();
+  proc["ended"] = r.ended;
+  proc["truncated"] = r.truncated;
+  d["process"] = proc;
+  const auto &t = r.totals;
+  d["totals"] = {{"alloc_calls", t.alloc_calls()},       {"free_calls", t.free_calls()},
+                 {"bytes_allocated", t.bytes_allocated()}, {"peak_heap_bytes", t.peak_heap_bytes()},
+                 {"peak_time_s", seconds(t.peak_time_ns())}, {"leaked_blocks", t.live_blocks()},
+                 {"leaked_bytes", t.heap_bytes()},          {"rss_bytes", t.rss_bytes()},
+                 {"realloc_calls", t.realloc_calls()},     {"dropped_events", t.dropped_events()}};
+
+  // Heap over time.
+  auto pts = thin_timeline(r.timeline, t.peak_time_ns(), t.peak_heap_bytes(), o.timeline_buckets);
+  json tl;
+  std::vector<double> ts;
+  std::vector<int64_t> heap;
+  std::vector<uint64_t> rss;
+  for (const auto &p : pts) {
+    ts.push_back(seconds(p.time_ns));
+    heap.push_back(p.heap_bytes);
+    rss.push_back(p.rss_bytes);
+  }
+  tl["t"] = ts;
+  tl["heap"] = heap;
+  tl["rss"] = rss;
+  tl["peak"] = {{"t", seconds(t.peak_time_ns())}, {"bytes", t.peak_heap_bytes()}};
+  tl["end_s"] = seconds(std::max(r.end_time_ns, r.timeline.empty() ? 0 : r.timeline.back().time_ns));
+  json markers = json::array();
+  size_t marker_cap = 500;
+  for (size_t i = 0; i < r.markers.size() && i < marker_cap; ++i)
+    markers.push_back({{"t", seconds(r.markers[i].time_ns)}, {"tid", r.markers[i].tid}, {"text", r.markers[i].text.substr(0, 200)}});
+  tl["markers"] = markers;
+  json snaps = json::array();
+  for (const auto &s : r.snapshots)
+    snaps.push_back({{"index", s.index}, {"t", seconds(s.time_ns)}, {"trigger", snapshot::trigger_name(s.trigger)}, {"label", s.label}});
+  tl["snapshots"] = snaps;
+  d["timeline"] = tl;
+
+  // Flame graph.
+  if (o.progress) o.progress("symbolizing stacks", 0, 0);
+  size_t full_nodes;
+  FlameTree flame;
+  {
+    FlameTree full = build_flame_tree(r, sym);
+    full_nodes = full.nodes();
+    flame = prune_flame_tree(full, o.flame);
+  }
+  d["flame"] = flame_json(flame, full_nodes);
+
+  d["top_allocators"] = top_allocators_json(r, sym, o);
+  d["leaks"] = leaks_json(r, sym, o);
+
+  // Snapshots.
+  json snap_sections = json::array();
+  SiteTable sites;
+  std::vector<snapshot::SnapshotInfo> list;
+  if (auto reader = capture::CaptureReader::open(o.file, &err)) list = snapshot::list_snapshots(*reader);
+  std::vector<uint32_t> chosen = choose_snapshots(list, o.max_snapshots);
+  size_t complete = 0;
+  for (const auto &s : list) complete += s.have_end && s.end.complete();
+  for (size_t i = 0; i < chosen.size(); ++i) {
+    const snapshot::SnapshotInfo *info = nullptr;
+    for (const auto &s : list)
+      if (s.index == chosen[i]) info = &s;
+    if (o.progress) o.progress("snapshot " + std::to_string(i + 1) + "/" + std::to_string(chosen.size()), i, chosen.size());
+    auto reader = capture::CaptureReader::open(o.file, &err);
+    if (!reader) {
+      note("snapshot " + std::to_string(chosen[i]) + ": " + err);
+      continue;
+    }
+    snapshot::HeapSnapshot s;
+    snapshot::LoadOptions lo;
+    lo.identity = false;
+    lo.edge_offsets = false;
+    std::string serr;
+    if (!snapshot::load_snapshot(*reader, chosen[i], &s, &serr, lo)) {
+      note("snapshot " + std::to_string(chosen[i]) + " left out: " + serr);
+      continue;
+    }
+    if (!serr.empty()) note("snapshot " + std::to_string(chosen[i]) + ": " + serr);
+    snap_sections.push_back(snapshot_json(*info, s, r, sym, sites, o));
+  }
+  for (const auto &s : list)
+    if (s.have_end && !s.end.complete())
+      note("snapshot " + std::to_string(s.index) + " is incomplete" + (s.end.error().empty() ? "" : ": " + s.end.error()));
+  if (complete > chosen.size())
+    note("The capture has " + std::to_string(complete) + " complete snapshots; the report analyses " +
+         std::to_string(chosen.size()) + " of them, evenly spread (--max-snapshots).");
+  d["snapshots"] = snap_sections;
+  d["sites"] = sites.rows;
+  d["snapshots_enabled"] = r.process.snapshots_enabled();
+
+  for (const auto &w : sym.warnings()) note(w);
+  d["notes"] = notes;
+  json budget;
+  budget["flame_nodes_max"] = o.flame.max_nodes;
+  budget["flame_nodes"] = flame.nodes();
+  budget["flame_nodes_full"] = full_nodes;
+  budget["tree_nodes_max"] = o.icicle.max_nodes;
+  budget["table_rows"] = o.table_rows;
+  budget["stack_frames"] = o.stack_frames;
+  budget["timeline_points"] = pts.size();
+  budget["timeline_points_full"] = r.timeline.size();
+  budget["max_snapshots"] = o.max_snapshots;
+  budget["max_sites"] = o.max_sites;
+  d["budget"] = budget;
+  *out = std::move(d);
+  return true;
+}
+
+}  // namespace heapsnap::report

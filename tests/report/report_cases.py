@@ -1,0 +1,432 @@
+#!/usr/bin/env python3
+"""The HTML report end to end: a traced program's capture turned into a report, the page checked
+for self-containment, its data cross-checked against the terminal queries, and the page rendered
+in headless Chromium (Debian's chromium): every chart drew, no script error, nothing fetched, a
+screenshot saved in the work directory.
+
+usage: report_cases.py CASE --heapsnap BIN --program report_program --workdir DIR
+exit 77 = skipped (no chromium for the cases that need a browser)
+"""
+import argparse
+import html.parser
+import json
+import os
+import re
+import shutil
+import struct
+import subprocess
+import sys
+import tempfile
+import time
+
+
+def fail(msg):
+    print("FAIL:", msg)
+    sys.exit(1)
+
+
+def check(cond, msg):
+    if not cond:
+        fail(msg)
+    print("ok:", msg)
+
+
+def run(cmd, **kw):
+    return subprocess.run(cmd, capture_output=True, text=True, timeout=600, **kw)
+
+
+def hsnap(a, *args):
+    r = run([a.heapsnap, *args])
+    if r.returncode != 0:
+        fail("heapsnap %s: exit %d: %s" % (" ".join(args), r.returncode, r.stderr))
+    return r
+
+
+def hsnap_json(a, *args):
+    return json.loads(hsnap(a, *args).stdout)
+
+
+def record(a, name, prog_args, extra):
+    out = os.path.join(a.workdir, name + ".hsnap")
+    for f in os.listdir(a.workdir):
+        if f.startswith(name + ".hsnap"):
+            os.unlink(os.path.join(a.workdir, f))
+    r = run([a.heapsnap, "record", "-q", "-o", out, *extra, "--", *prog_args])
+    check(r.returncode == 0, "%s: the program runs under the shim (%s)" % (name, r.stderr.strip()))
+    return out
+
+
+def report(a, capture, name, *extra):
+    out = os.path.join(a.workdir, name + ".html")
+    t0 = time.monotonic()
+    r = run([a.heapsnap, "report", capture, "-o", out, *extra])
+    dt = time.monotonic() - t0
+    check(r.returncode == 0, "report %s written in %.2f s (%s)" % (name, dt, r.stderr.strip().splitlines()[:1]))
+    with open(out, encoding="utf-8") as f:
+        page = f.read()
+    return out, page
+
+
+DATA_RE = re.compile(r'<script type="application/json" id="heapsnap-data">(.*?)</script>', re.S)
+
+
+def page_data(page):
+    m = DATA_RE.search(page)
+    check(m is not None, "the page embeds its data as application/json")
+    return json.loads(m.group(1))
+
+
+def check_self_contained(page):
+    """Nothing in the page may be fetched: no external script, style, image, frame or font."""
+    check(page.startswith("<!DOCTYPE html>"), "an HTML5 document")
+    check("Content-Security-Policy" in page and "default-src 'none'" in page,
+          "a content security policy forbids every fetch")
+    code = DATA_RE.sub("", page)  # the data is JSON text with <, > and & escaped: not markup
+    check(len(DATA_RE.findall(page)) == 1, "exactly one data element")
+    bad = []
+    for pat in [r"<script[^>]*\bsrc\s*=", r"<link\b", r"<img\b", r"<iframe\b", r"<object\b", r"<embed\b",
+                r"@import", r"url\(\s*(?!['\"]?#)", r"\b(?:href|src|action|formaction|poster)\s*=\s*(?!['\"]?#)",
+                r"\bfetch\s*\(", r"XMLHttpRequest", r"\bimport\s*\(", r"new\s+Worker", r"WebSocket", r"EventSource"]:
+        for m in re.finditer(pat, code, re.I):
+            bad.append(code[max(0, m.start() - 40):m.end() + 40])
+    check(not bad, "no reference to anything outside the file %s" % bad[:3])
+
+
+# --- the browser --------------------------------------------------------------------------------
+
+def chromium_binary():
+    for name in ("chromium", "chromium-browser", "google-chrome", "chrome"):
+        p = shutil.which(name)
+        if p:
+            return p
+    return None
+
+
+def need_chromium():
+    b = chromium_binary()
+    if not b:
+        print("SKIP: no chromium (apt-get install chromium)")
+        sys.exit(77)
+    return b
+
+
+def chromium(a, url, *mode, size=(1400, 3000)):
+    profile = tempfile.mkdtemp(prefix="chromium-", dir=a.workdir)
+    cmd = [need_chromium(), "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+           "--disable-background-networking", "--disable-component-update", "--disable-sync",
+           "--disable-extensions", "--disable-default-apps", "--mute-audio", "--hide-scrollbars",
+           "--user-data-dir=" + profile, "--window-size=%d,%d" % size, "--virtual-time-budget=10000", *mode, url]
+    env = dict(os.environ, HOME=profile)
+    t0 = time.monotonic()
+    r = subprocess.run(cmd, capture_output=True, text=True, timeout=240, env=env)
+    dt = time.monotonic() - t0
+    shutil.rmtree(profile, ignore_errors=True)
+    if r.returncode != 0:
+        fail("chromium exit %d: %s" % (r.returncode, r.stderr[-2000:]))
+    return r.stdout, dt
+
+
+class Dom(html.parser.HTMLParser):
+    """Elements of a serialized DOM with the ids of their ancestors, and the text under each id."""
+    VOID = {"area", "base", "br", "col", "embed", "hr", "img", "input", "link", "meta", "source", "track", "wbr"}
+
+    def __init__(self, text):
+        super().__init__(convert_charrefs=True)
+        self.stack, self.elements, self.text = [], [], {}
+        self.feed(text)
+
+    def _add(self, tag, attrs, push):
+        a = dict(attrs)
+        ids = [x[1]["id"] for x in self.stack if x[1].get("id")]
+        self.elements.append((tag, a, ids))
+        if push and tag not in self.VOID:
+            self.stack.append((tag, a))
+
+    def handle_starttag(self, tag, attrs):
+        self._add(tag, attrs, True)
+
+    def handle_startendtag(self, tag, attrs):
+        self._add(tag, attrs, False)
+
+    def handle_endtag(self, tag):
+        for i in range(len(self.stack) - 1, -1, -1):
+            if self.stack[i][0] == tag:
+                del self.stack[i:]
+                return
+
+    def handle_data(self, data):
+        for _, a in self.stack:
+            if a.get("id"):
+                self.text[a["id"]] = self.text.get(a["id"], "") + data
+
+    def find(self, within=None, tag=None, cls=None, **attrs):
+        out = []
+        for t, a, ids in self.elements:
+            if within and within not in ids:
+                continue
+            if tag and t != tag:
+                continue
+            if cls and cls not in (a.get("class") or "").split():
+                continue
+            if any(a.get(k.replace("_", "-")) != v for k, v in attrs.items()):
+                continue
+            out.append((t, a))
+        return out
+
+    def by_id(self, id_):
+        for t, a, _ in self.elements:
+            if a.get("id") == id_:
+                return t, a
+        return None, None
+
+
+def png_size(path):
+    with open(path, "rb") as f:
+        head = f.read(24)
+    if head[:8] != b"\x89PNG\r\n\x1a\n":
+        return None
+    return struct.unpack(">II", head[16:24])
+
+
+def render(a, html_path, name, size=(1400, 3000)):
+    """Loads the page, checks that it finished drawing without errors; returns the DOM."""
+    url = "file://" + os.path.abspath(html_path)
+    dom_text, dt = chromium(a, url, "--dump-dom", size=size)
+    dom = Dom(dom_text)
+    _, body = dom.by_id("errors")
+    bodies = [x for x in dom.elements if x[0] == "body"]
+    check(bodies, "the page has a body")
+    battrs = bodies[0][1]
+    print("page %s: drawn in %s ms after navigation (chromium run %.2f s); steps %s" %
+          (name, battrs.get("data-render-ms"), dt, battrs.get("data-timings")))
+    errors = dom.text.get("errors", "")
+    check(battrs.get("data-ready") == "1", "the page's script ran to the end")
+    check(battrs.get("data-errors") == "0", "no script errors, console errors or blocked fetches (%s)" % errors.strip())
+    # The page drives its own controls (metric switch, search, zoom, pickers, sorting).
+    st_text, _ = chromium(a, url + "#selftest", "--dump-dom", size=size)
+    st = [x for x in Dom(st_text).elements if x[0] == "body"][0][1]
+    check(st.get("data-selftest") == "ok" and st.get("data-errors") == "0",
+          "interactions work: %s, %s errors" % (st.get("data-selftest"), st.get("data-errors")))
+    png = os.path.join(a.workdir, "report-%s.png" % name)
+    if os.path.exists(png):
+        os.unlink(png)
+    chromium(a, url, "--screenshot=" + png, size=size)
+    check(png_size(png) == size, "screenshot %s is %dx%d" % (png, size[0], size[1]))
+    print("screenshot:", png)
+    return dom
+
+
+def check_charts(dom, data):
+    check(len(dom.find("timeline-chart", "svg")) == 1, "the heap chart drew")
+    tag, heap = dom.by_id("heap-line")
+    check(tag == "path" and heap.get("d", "").count("L") >= 1, "a heap line with points")
+    tag, rss = dom.by_id("rss-line")
+    check(tag == "path" and rss.get("d", "").startswith("M"), "an RSS line")
+    check(len(dom.find("timeline-chart", "circle", cls="peak")) == (1 if data["totals"]["peak_heap_bytes"] else 0),
+          "the peak is marked")
+    check(len(dom.find("timeline-chart", "g", cls="snap-mark")) == len(data["timeline"]["snapshots"]),
+          "one flag per snapshot on the time axis")
+    check(len(dom.find("timeline-chart", "g", cls="marker-mark")) == len(data["timeline"]["markers"]),
+          "one line per marker")
+    groups = dom.find("flame-chart", "g", cls="n")
+    rects = dom.find("flame-chart", "rect")
+    check(len(groups) >= 3 and len(rects) == len(groups), "the flame graph drew %d frames" % len(rects))
+    check(len(groups) <= len(data["flame"]["parent"]), "no more frames drawn than embedded")
+    check(len(dom.find("flame-metrics", "input")) == 4, "bytes / calls / leaked / peak switch")
+    check(dom.by_id("flame-search")[0] == "input", "a search box")
+    check(len(dom.find("allocators-table", "tr")) >= 2, "top allocators table has rows")
+    check(len(dom.find("allocators-table", "ol", cls="stack")) >= 1, "with symbolized stacks")
+    if data["snapshots"]:
+        check(len(dom.find("dom-chart", "g", cls="n")) >= 2, "the dominator icicle drew")
+        check(len(dom.find("retainers-table", "tr")) >= 2, "top retainers table has rows")
+        check(len(dom.find("snapshot-pick", "option")) == len(data["snapshots"]), "a snapshot picker")
+
+
+
+# --- cases ---------------------------------------------------------------------------------------
+
+def case_page(a):
+    need_chromium()
+    cap = record(a, "page", [a.program, "phases", "nosnap"], ["--sample-bytes", "1", "--snapshot-at-exit"])
+    path, page = report(a, cap, "page")
+    check_self_contained(page)
+    d = page_data(page)
+    # The data agrees with the terminal queries.
+    s = hsnap_json(a, "summary", "--json", cap)
+    check(d["totals"]["alloc_calls"] == s["alloc_calls"], "exact allocation count as summary says")
+    check(d["totals"]["peak_heap_bytes"] == d["timeline"]["peak"]["bytes"] > 0, "the exact peak is on the heap line")
+    check(max(d["timeline"]["heap"]) == d["totals"]["peak_heap_bytes"], "and nothing on the line is above it")
+    folded = hsnap(a, "flamegraph", "--metric", "alloc-calls", cap).stdout
+    calls = sum(int(line.rsplit(" ", 1)[1]) for line in folded.splitlines())
+    root = {m: d["flame"]["values"][i][0] for i, m in enumerate(d["flame"]["metrics"])}
+    check(root["alloc_calls"] == calls, "flame graph root = every sampled call (%d)" % calls)
+    leaks = hsnap_json(a, "leaks", "--json", cap)
+    check(d["leaks"]["bytes"] == round(leaks["bytes"]) and root["leaked_bytes"] == round(leaks["bytes"]),
+          "leaked bytes as `leaks` counts them")
+    top = hsnap_json(a, "top-allocators", "--json", "-n", "5", cap)
+    check(d["top_allocators"]["rows"][0]["site"] == top["sites"][0]["site"], "top site as `top-allocators` ranks it")
+    check([m["text"] for m in d["timeline"]["markers"]] == ["cache warm", "cache full", "half dropped"],
+          "the program's markers are on the timeline")
+    names = set(d["flame"]["names"])
+    check({"make_entry", "cache_insert", "fill_pool", "main"} <= names, "frames are symbolized")
+    check(len(d["snapshots"]) == 1, "one snapshot analysed")
+    sn = d["snapshots"][0]
+    tr = hsnap_json(a, "top-retainers", "--json", "--by", "site", cap)
+    check(sn["tree"]["retained"][0] == tr["total_reachable_bytes"], "dominator tree root = reachable bytes")
+    check(sn["retaining_sites"][0]["retained"] == tr["sites"][0]["retained_bytes"] and
+          d["sites"][sn["retaining_sites"][0]["site"]]["label"] == tr["sites"][0]["site"],
+          "top retaining site as `top-retainers --by site` says")
+    check(d["sites"][sn["retainers"][0]["site"]]["label"].startswith("phases"),
+          "the cache's bucket array (allocated in phases) retains most")
+    top_obj = sn["retainers"][0]
+    cli_path = hsnap_json(a, "path", "--json", cap, top_obj["address"])
+    hops = top_obj["path"]["hops"]
+    check(top_obj["path"]["root"].startswith(cli_path["root"]["kind"]) and
+          len(hops) + top_obj["path"]["more"] == len(cli_path["hops"]) and hops[-1]["address"] == top_obj["address"],
+          "the top retainer's path from a root: %s, %d hops, as `heapsnap path` finds it" %
+          (top_obj["path"]["root"], len(cli_path["hops"])))
+    dom = render(a, path, "page")
+    check_charts(dom, d)
+    check("make_entry" in dom.text.get("flame-chart", ""), "flame graph labels show function names")
+    check("cache_insert" in dom.text.get("dom-chart", "") or "make_entry" in dom.text.get("dom-chart", ""),
+          "dominator icicle labels show allocation sites")
+    _, diff = dom.by_id("diff-view")
+    check(diff is not None and "hidden" in diff, "no diff view with a single snapshot")
+    check(len(dom.find("leaks-table", "tr")) >= 2, "leaks table has rows")
+
+
+def case_snapshots(a):
+    need_chromium()
+    cap = record(a, "snaps", [a.program, "phases"], ["--sample-bytes", "1", "--snapshot-on-request", "--snapshot-at-exit"])
+    snaps = [x for x in hsnap_json(a, "snapshots", "--json", cap)["snapshots"] if x["complete"]]
+    check(len(snaps) == 3, "two snapshots requested through the client API and one at exit (%d)" % len(snaps))
+    path, page = report(a, cap, "snaps")
+    check_self_contained(page)
+    d = page_data(page)
+    S = d["snapshots"]
+    check([x["label"] for x in S[:2]] == ["cache warm", "cache full"], "snapshot labels from the program")
+    check([x["index"] for x in S] == [x["index"] for x in snaps], "every complete snapshot analysed")
+    check(S[1]["bytes"] > S[0]["bytes"] > 0, "the cache grew between the first two")
+    # The page's diff is computed from the per-site tables: they must agree with `heapsnap diff`.
+    def by_label(sn):
+        out = {}
+        t = sn["sites"]
+        for i, site in enumerate(t["site"]):
+            key = d["sites"][site]["address"]
+            out[key] = out.get(key, 0) + t["bytes"][i]
+        return out
+    before, after = by_label(S[0]), by_label(S[1])
+    cli = hsnap_json(a, "diff", "--json", "-n", "1000", "%s:%d" % (cap, S[0]["index"]), "%s:%d" % (cap, S[1]["index"]))
+    for row in cli["sites"]:
+        got = after.get(row["call_site"], 0) - before.get(row["call_site"], 0)
+        if got != row["bytes_change"]:
+            fail("site %s: page diff %d, heapsnap diff %d" % (row["site"], got, row["bytes_change"]))
+    check(cli["sites"], "page diff = `heapsnap diff` for all %d sites" % len(cli["sites"]))
+    for sn in S:
+        tr = hsnap_json(a, "top-retainers", "--json", "--snapshot", str(sn["index"]), cap)
+        if sn["tree"]["retained"][0] != tr["total_reachable_bytes"]:
+            fail("snapshot %d: tree root %d, reachable %d" % (sn["index"], sn["tree"]["retained"][0], tr["total_reachable_bytes"]))
+        t = sn["tree"]
+        kids = [0] * len(t["parent"])
+        for v in range(1, len(t["parent"])):
+            kids[t["parent"][v]] += t["retained"][v]
+        if any(kids[v] > t["retained"][v] for v in range(len(kids))):
+            fail("snapshot %d: a group's children retain more than the group" % sn["index"])
+    check(True, "dominator trees: roots = reachable bytes, children within their parents")
+    dom = render(a, path, "snaps")
+    check_charts(dom, d)
+    _, diff = dom.by_id("diff-view")
+    check(diff is not None and "hidden" not in diff, "a diff view with several snapshots")
+    check(len(dom.find("diff-before", "option")) == 3 and len(dom.find("diff-after", "option")) == 3, "diff pickers")
+    rows = dom.find("diff-table", "tr")
+    check(len(rows) >= 3, "diff table has rows (%d)" % (len(rows) - 1))
+    check("+" in dom.text.get("diff-summary", ""), "diff summary: %s" % dom.text.get("diff-summary", "").strip())
+
+
+def case_budget(a):
+    need_chromium()
+    cap = record(a, "stacks", [a.program, "stacks", "6"], ["--sample-bytes", "1"])
+    _, page_full = report(a, cap, "stacks-full", "--max-flame-nodes", "1000000")
+    full = page_data(page_full)
+    check(full["budget"]["flame_nodes"] == full["flame"]["full_nodes"], "a budget of 10^6 holds all %d nodes" %
+          full["flame"]["full_nodes"])
+    check(full["flame"]["full_nodes"] > 4 ** 6, "4^6 distinct stacks: more nodes than that")
+    path, page = report(a, cap, "stacks", "--max-flame-nodes", "300")
+    check_self_contained(page)
+    d = page_data(page)
+    F = d["flame"]
+    n = len(F["parent"])
+    check(n <= 300, "the budget holds: %d nodes of %d" % (n, F["full_nodes"]))
+    check(F["other"], "the tail merged into [other] nodes")
+    for i, m in enumerate(F["metrics"]):
+        check(F["values"][i][0] == full["flame"]["values"][i][0], "root %s unchanged by the cut" % m)
+    kids = [0] * n
+    for v in range(1, n):
+        check_parent = F["parent"][v] < v
+        if not check_parent:
+            fail("node %d comes before its parent" % v)
+        kids[F["parent"][v]] += F["values"][1][v]
+    check(all(kids[v] in (0, F["values"][1][v]) for v in range(n)), "children add up to their parent (calls)")
+    check(len(page) < len(page_full), "a smaller page (%d vs %d bytes)" % (len(page), len(page_full)))
+    dom = render(a, path, "budget")
+    check_charts(dom, d)
+    drawn = {int(x[1]["data-i"]) for x in dom.find("flame-chart", "g", cls="n")}
+    check(drawn & set(F["other"]), "[other] nodes are drawn (%d of %d)" % (len(drawn & set(F["other"])), len(F["other"])))
+
+
+def case_escape(a):
+    need_chromium()
+    cap = record(a, "escape", [a.program, "phases", "nosnap"], [])  # default sampling: estimates
+    title = "</script><script>document.body.dataset.pwned='1'</script><!-- & \"quoted\" </title>"
+    path, page = report(a, cap, "escape", "--title", title)
+    check_self_contained(page)
+    check(page.count("</script>") == 2, "the title cannot close a script element")
+    d = page_data(page)
+    check(d["title"] == title, "the title survives the JSON round trip")
+    check(d["process"]["estimated"] and any("sampled estimates" in n for n in d["notes"]),
+          "a sampled capture says its stack figures are estimates")
+    dom = render(a, path, "escape", size=(1200, 900))
+    body = [x for x in dom.elements if x[0] == "body"][0][1]
+    check("data-pwned" not in body, "no injected script ran")
+    check(dom.text.get("title", "") == title, "the heading shows the title as text")
+
+
+def case_errors(a):
+    r = run([a.heapsnap, "report", os.path.join(a.workdir, "missing.hsnap"), "-o", os.path.join(a.workdir, "x.html")])
+    check(r.returncode == 1 and "missing.hsnap" in r.stderr, "a missing capture: exit 1 with its name")
+    bad = os.path.join(a.workdir, "bad.hsnap")
+    with open(bad, "wb") as f:
+        f.write(b"not a capture at all" * 10)
+    r = run([a.heapsnap, "report", bad])
+    check(r.returncode == 1, "a file that is no capture: exit 1 (%s)" % r.stderr.strip())
+    r = run([a.heapsnap, "report", "--max-flame-nodes", "1", bad])
+    check(r.returncode == 2, "a budget below 2 nodes: usage error")
+    r = run([a.heapsnap, "report", "--no-such-option", bad])
+    check(r.returncode == 2, "an unknown option: usage error")
+    r = run([a.heapsnap, "report", "--help"])
+    check(r.returncode == 0 and "Examples" in r.stdout and "budget" in r.stdout, "--help explains and gives examples")
+    cap = record(a, "default", [a.program, "stacks", "1"], ["--sample-bytes", "1"])
+    html_path = cap[:-len(".hsnap")] + ".html"
+    if os.path.exists(html_path):
+        os.unlink(html_path)
+    r = run([a.heapsnap, "report", "-q", cap])
+    check(r.returncode == 0 and os.path.exists(html_path) and r.stderr == "", "default output: the capture's name with .html, quiet")
+    r = run([a.heapsnap, "report", cap, "-o", "-"])
+    check(r.returncode == 0 and r.stdout.startswith("<!DOCTYPE html>"), "-o - writes the page to stdout")
+    r = run([a.heapsnap, "report", cap, "-o", cap])
+    check(r.returncode == 2 and os.path.exists(cap), "refuses to overwrite the capture")
+
+
+CASES = {k[5:]: v for k, v in globals().items() if k.startswith("case_")}
+
+if __name__ == "__main__":
+    ap = argparse.ArgumentParser()
+    ap.add_argument("case", choices=sorted(CASES))
+    ap.add_argument("--heapsnap", required=True)
+    ap.add_argument("--program", required=True)
+    ap.add_argument("--workdir", required=True)
+    a = ap.parse_args()
+    a.workdir = os.path.abspath(os.path.join(a.workdir, a.case))
+    os.makedirs(a.workdir, exist_ok=True)
+    CASES[a.case](a)
+    print("PASS")

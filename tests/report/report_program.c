@@ -1,0 +1,143 @@
+// A program for the report tests, with a heap worth drawing.
+//
+//   report_program phases [nosnap]
+//                           three phases, each ending with a marker and (unless nosnap) a
+//                           snapshot request through the client API (heapsnap.h): a cache of
+//                           lists grows (cache_insert -> make_entry), a buffer pool is filled,
+//                           some blocks leak, then part of the cache is dropped.
+//   report_program stacks D recursion through four functions chosen by the bits of a counter, D
+//                           levels deep: 4^D distinct allocation stacks, each allocating once.
+#define _GNU_SOURCE
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "heapsnap.h"
+
+struct entry {
+  struct entry *next;
+  char *payload;
+  long key;
+};
+
+struct bucket {
+  struct entry *head;
+  long count;
+};
+
+static struct bucket *g_cache;  // held by a global: the dominator tree's top
+static char **g_pool;
+static volatile uintptr_t g_sink;
+
+#define BUCKETS 64
+
+static struct entry *make_entry(long key, size_t payload) {
+  struct entry *e = malloc(sizeof *e);
+  e->payload = malloc(payload);
+  memset(e->payload, (int)key, payload);
+  e->key = key;
+  e->next = NULL;
+  return e;
+}
+
+static void cache_insert(long key, size_t payload) {
+  struct bucket *b = &g_cache[key % BUCKETS];
+  struct entry *e = make_entry(key, payload);
+  e->next = b->head;
+  b->head = e;
+  b->count++;
+}
+
+static void cache_drop_half(void) {
+  for (int i = 0; i < BUCKETS; i += 2) {
+    struct entry *e = g_cache[i].head;
+    while (e) {
+      struct entry *n = e->next;
+      free(e->payload);
+      free(e);
+      e = n;
+    }
+    g_cache[i].head = NULL;
+    g_cache[i].count = 0;
+  }
+}
+
+static void fill_pool(int n, size_t size) {
+  g_pool = calloc((size_t)n, sizeof *g_pool);
+  for (int i = 0; i < n; ++i) g_pool[i] = malloc(size);
+}
+
+static void leak_some(int n) {
+  for (int i = 0; i < n; ++i) g_sink = (uintptr_t)malloc(48 + (size_t)i);  // only the last stays reachable
+  g_sink = 0;
+}
+
+static int g_snapshots = 1;
+
+// Marks the end of a phase on the timeline and asks for a snapshot, then gives the tracer time
+// to take it (it does within ~100 ms) while the heap stays as it is.
+static void phase_done(const char *what) {
+  heapsnap_marker(what);
+  if (g_snapshots) heapsnap_snapshot(what);
+  struct timespec ts = {0, 25 * 1000 * 1000};
+  for (int i = 0; i < 10; ++i) {
+    free(malloc(16));
+    nanosleep(&ts, NULL);
+  }
+}
+
+static int phases(void) {
+  g_cache = calloc(BUCKETS, sizeof *g_cache);
+  for (long k = 0; k < 3000; ++k) cache_insert(k, 64 + (size_t)(k % 5) * 32);
+  fill_pool(200, 1024);
+  phase_done("cache warm");
+  for (long k = 3000; k < 9000; ++k) cache_insert(k, 96 + (size_t)(k % 7) * 16);
+  leak_some(100);
+  phase_done("cache full");
+  cache_drop_half();
+  for (int i = 0; i < 100; ++i) free(g_pool[i]);
+  heapsnap_marker("half dropped");
+  printf("phases done\n");
+  return 0;
+}
+
+// --- many distinct stacks -------------------------------------------------------------------------
+typedef void (*step_fn)(unsigned path, int depth);
+static void step_a(unsigned path, int depth);
+static void step_b(unsigned path, int depth);
+static void step_c(unsigned path, int depth);
+static void step_d(unsigned path, int depth);
+static step_fn g_steps[4] = {step_a, step_b, step_c, step_d};
+
+static void descend(unsigned path, int depth) {
+  if (depth == 0) {
+    char *p = malloc(16 + (path % 64) * 8);
+    g_sink = (uintptr_t)p;
+    free(p);
+    return;
+  }
+  g_steps[path & 3](path >> 2, depth - 1);
+}
+static void step_a(unsigned path, int depth) { descend(path, depth); g_sink += 1; }
+static void step_b(unsigned path, int depth) { descend(path, depth); g_sink += 2; }
+static void step_c(unsigned path, int depth) { descend(path, depth); g_sink += 3; }
+static void step_d(unsigned path, int depth) { descend(path, depth); g_sink += 4; }
+
+static int stacks(int depth) {
+  unsigned n = 1u << (2 * depth);
+  for (unsigned i = 0; i < n; ++i) descend(i, depth);
+  printf("stacks %u\n", n);
+  return 0;
+}
+
+int main(int argc, char **argv) {
+  if (argc >= 2 && !strcmp(argv[1], "phases")) {
+    g_snapshots = !(argc >= 3 && !strcmp(argv[2], "nosnap"));
+    return phases();
+  }
+  if (argc >= 3 && !strcmp(argv[1], "stacks")) return stacks(atoi(argv[2]));
+  fprintf(stderr, "usage: report_program phases [nosnap] | stacks DEPTH\n");
+  return 2;
+}

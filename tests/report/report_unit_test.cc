@@ -1,0 +1,193 @@
+// The report's aggregation on hand-built inputs: the flame tree merges stacks by frame name and
+// keeps its totals when cut to a budget; the heap line keeps its extremes and the exact peak;
+// the embedded JSON cannot end its <script> element; the page has every slot filled.
+#include <doctest/doctest.h>
+
+#include <nlohmann/json.hpp>
+
+#include <numeric>
+#include <string>
+#include <vector>
+
+#include "report/flame_tree.h"
+#include "report/html_page.h"
+#include "report/timeline_series.h"
+
+namespace rp = heapsnap::report;
+using heapsnap::replay::ReplayResult;
+using heapsnap::replay::StackSymbolizer;
+
+namespace {
+
+uint32_t add_chain(ReplayResult &r, uint32_t parent, const std::vector<uint64_t> &addrs) {
+  heapsnap::wire::Stack s;
+  uint32_t first = uint32_t(r.stacks.nodes() + 1);
+  s.set_parent(parent);
+  s.set_first_node(first);
+  s.set_id(first + uint32_t(addrs.size()) - 1);
+  uint64_t prev = r.stacks.address(parent);
+  for (uint64_t a : addrs) {
+    s.add_frame_delta(int64_t(a - prev));
+    prev = a;
+  }
+  std::string err;
+  REQUIRE_MESSAGE(r.stacks.add(s, &err), err);
+  return s.id();
+}
+
+void set_figures(ReplayResult &r, uint32_t leaf, double calls, double bytes, double live_bytes) {
+  if (r.by_stack.size() <= leaf) r.by_stack.resize(leaf + 1);
+  auto &f = r.by_stack[leaf];
+  f.alloc_calls = calls;
+  f.alloc_bytes = bytes;
+  f.live_calls = live_bytes > 0 ? 1 : 0;
+  f.live_bytes = live_bytes;
+  f.samples = 1;
+}
+
+// Children of every node, and a check that each node's children add up to no more than it.
+void check_consistent(const rp::FlameTree &t) {
+  REQUIRE(t.nodes() >= 1);
+  std::vector<std::array<double, rp::kFlameMetrics>> kids(t.nodes(), {0, 0, 0, 0});
+  for (size_t v = 1; v < t.nodes(); ++v) {
+    REQUIRE(t.parent[v] < v);  // parents first
+    for (int m = 0; m < rp::kFlameMetrics; ++m) kids[t.parent[v]][m] += t.value[v][m];
+  }
+  for (size_t v = 0; v < t.nodes(); ++v)
+    for (int m = 0; m < rp::kFlameMetrics; ++m) CHECK(kids[v][m] <= t.value[v][m] + 1e-6);
+}
+
+}  // namespace
+
+TEST_CASE("flame tree: stacks merge by frame name under the same caller; inclusive figures") {
+  ReplayResult r;
+  r.have_process = true;
+  r.modules.push_back({1, "/nonexistent/app", 0x0, "", {{0x1000, 0x2000}}, 0, UINT64_MAX});
+  uint32_t mainf = add_chain(r, 0, {0x1100});
+  uint32_t a = add_chain(r, mainf, {0x1200});
+  uint32_t b = add_chain(r, mainf, {0x1300});
+  add_chain(r, mainf, {0x1200});  // a second stack-tree node, same address: the same frame
+  set_figures(r, a, 2, 200, 50);
+  set_figures(r, b, 1, 100, 0);
+  set_figures(r, mainf, 1, 10, 0);  // main allocates itself
+  StackSymbolizer sym(r.modules);
+  rp::FlameTree t = rp::build_flame_tree(r, sym);
+  // root, main, app+0x1200, app+0x1300 (the duplicate merged)
+  CHECK(t.nodes() == 4);
+  CHECK(t.value[0][rp::kAllocBytes] == 310);
+  CHECK(t.value[0][rp::kAllocCalls] == 4);
+  CHECK(t.value[0][rp::kLeakedBytes] == 50);
+  CHECK(t.names[t.name[1]] == "app+0x1100");
+  CHECK(t.value[1][rp::kAllocBytes] == 310);
+  check_consistent(t);
+}
+
+TEST_CASE("flame tree budget: at most N nodes, totals kept, the tail merged into [other]") {
+  ReplayResult r;
+  r.have_process = true;
+  r.modules.push_back({1, "/nonexistent/app", 0x0, "", {{0x1000, 0x100000}}, 0, UINT64_MAX});
+  uint32_t root = add_chain(r, 0, {0x1000});
+  // 50 callers with 20 callees each, figures falling off geometrically; one small caller leaks.
+  double total_bytes = 0, total_calls = 0, total_leak = 0;
+  for (int i = 0; i < 50; ++i) {
+    uint32_t caller = add_chain(r, root, {0x2000 + uint64_t(i) * 0x100});
+    for (int j = 0; j < 20; ++j) {
+      uint32_t leaf = add_chain(r, caller, {0x80000 + uint64_t(i) * 0x1000 + uint64_t(j) * 0x10});
+      double bytes = 1e6 / (1 + i * 20 + j), leak = (i == 49 && j == 0) ? 5000 : 0;
+      set_figures(r, leaf, 1, bytes, leak);
+      total_bytes += bytes;
+      total_calls += 1;
+      total_leak += leak;
+    }
+  }
+  StackSymbolizer sym(r.modules);
+  rp::FlameTree full = rp::build_flame_tree(r, sym);
+  CHECK(full.nodes() == 1 + 1 + 50 + 50 * 20);
+  for (size_t budget : {2u, 3u, 10u, 57u, 200u, 5000u}) {
+    CAPTURE(budget);
+    rp::FlameTree t = rp::prune_flame_tree(full, {budget, 300});
+    CHECK(t.nodes() <= std::max<size_t>(budget, 2));
+    CHECK(t.value[0][rp::kAllocBytes] == doctest::Approx(total_bytes));
+    CHECK(t.value[0][rp::kAllocCalls] == total_calls);
+    CHECK(t.value[0][rp::kLeakedBytes] == total_leak);
+    check_consistent(t);
+    // The children of every kept node add up to it again ([other] holds the rest).
+    std::vector<double> kids(t.nodes(), 0);
+    for (size_t v = 1; v < t.nodes(); ++v) kids[t.parent[v]] += t.value[v][rp::kAllocCalls];
+    for (size_t v = 0; v < t.nodes(); ++v)
+      if (kids[v] > 0) CHECK(kids[v] == doctest::Approx(t.value[v][rp::kAllocCalls]));
+    if (budget >= full.nodes()) {
+      CHECK(t.nodes() == full.nodes());
+      CHECK(std::none_of(t.other.begin(), t.other.end(), [](bool o) { return o; }));
+    }
+  }
+  // With room for a few dozen nodes, the one leaking stack is still its own node: the budget
+  // ranks by every metric, not bytes alone.
+  rp::FlameTree t = rp::prune_flame_tree(full, {60, 300});
+  bool leak_named = false;
+  for (size_t v = 0; v < t.nodes(); ++v)
+    if (!t.other[v] && t.value[v][rp::kLeakedBytes] == 5000 && t.names[t.name[v]] == "app+0xb1000") leak_named = true;
+  CHECK(leak_named);
+}
+
+TEST_CASE("flame tree: long names are cut at a character boundary") {
+  rp::FlameTree full;
+  full.names = {"all", std::string(10, 'x') + "\xc3\xa9\xc3\xa9"};  // "é" is two bytes
+  full.add(0, 0);
+  full.add(0, 1);
+  full.value[0] = {1, 1, 0, 0};
+  full.value[1] = {1, 1, 0, 0};
+  rp::FlameTree t = rp::prune_flame_tree(full, {10, 11});
+  REQUIRE(t.nodes() == 2);
+  CHECK(t.names[t.name[1]] == std::string(10, 'x') + "...");
+}
+
+TEST_CASE("heap line: extremes of every bucket and the exact peak survive thinning") {
+  std::vector<heapsnap::replay::TimePoint> pts;
+  for (uint64_t i = 0; i < 100000; ++i) {
+    int64_t heap = int64_t(i % 1000);             // a saw tooth
+    if (i == 77777) heap = 5000000;                // one spike
+    pts.push_back({i * 1000, heap, 4096 + i, i, 0});
+  }
+  auto out = rp::thin_timeline(pts, 77777500, 6000000, 100);
+  CHECK(out.size() <= 3 * 100 + 2);
+  CHECK(out.front().time_ns == 0);
+  bool spike = false, peak = false;
+  for (size_t i = 0; i < out.size(); ++i) {
+    if (i) CHECK(out[i - 1].time_ns <= out[i].time_ns);
+    spike |= out[i].heap_bytes == 5000000;
+    peak |= out[i].time_ns == 77777500 && out[i].heap_bytes == 6000000;
+  }
+  CHECK(spike);
+  CHECK(peak);
+  CHECK(out.back().rss_bytes == 4096 + 99999);  // the last bucket's highest RSS
+  auto few = rp::thin_timeline({pts.begin(), pts.begin() + 10}, 0, 0, 100);
+  CHECK(few.size() == 10);  // the first point is at time 0 already
+}
+
+TEST_CASE("JSON in a script element: no way out of it, invalid UTF-8 replaced") {
+  nlohmann::ordered_json j;
+  j["title"] = "</script><script>alert(1)</script><!-- & \xff";
+  std::string s = rp::json_for_script(j);
+  CHECK(s.find('<') == std::string::npos);
+  CHECK(s.find('>') == std::string::npos);
+  CHECK(s.find('&') == std::string::npos);
+  auto back = nlohmann::json::parse(s);
+  CHECK(back["title"].get<std::string>() == "</script><script>alert(1)</script><!-- & \xef\xbf\xbd");
+  CHECK(rp::html_escape("<a href=\"x\">'&'</a>") == "&lt;a href=&quot;x&quot;&gt;&#39;&amp;&#39;&lt;/a&gt;");
+}
+
+TEST_CASE("page: every slot filled, data and title inlined once") {
+  nlohmann::ordered_json j;
+  j["title"] = "app </title> @@DATA@@";
+  std::string page = rp::render_html(j);
+  CHECK(page.find("@@TITLE@@") == std::string::npos);
+  CHECK(page.find("/*@@CSS@@*/") == std::string::npos);
+  CHECK(page.find("/*@@JS@@*/") == std::string::npos);
+  CHECK(page.find("<title>heapsnap report: app &lt;/title&gt; @@DATA@@</title>") != std::string::npos);
+  CHECK(page.find("id=\"heapsnap-data\">{\"title\":\"app \\u003c/title\\u003e @@DATA@@\"}</script>") != std::string::npos);
+  CHECK(page.find("Content-Security-Policy") != std::string::npos);
+  // Nothing that would fetch: no external scripts, styles or images.
+  CHECK(page.find("<script src") == std::string::npos);
+  CHECK(page.find("<link") == std::string::npos);
+}

@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <algorithm>
 #include <string_view>
 #include <vector>
 
@@ -165,6 +166,42 @@ std::string wrap_record_stream(const uint8_t *data, size_t size) {
     start = at + cut.size();
   }
   return out;
+}
+
+std::string delimited_to_stream(const uint8_t *data, size_t size) {
+  std::string_view in(reinterpret_cast<const char *>(data), size);
+  std::string out;
+  out.reserve(size + size / 8 + 16);
+  const std::string_view rec_cut(kRecordCut), frame_cut(kFrameCut);
+  size_t start = 0;
+  while (start <= in.size()) {
+    size_t r = in.find(rec_cut, start), f = in.find(frame_cut, start);
+    size_t end = std::min({r, f, in.size()});
+    std::string_view body = in.substr(start, end - start);
+    if (!body.empty()) {
+      for (uint64_t n = body.size(); ; n >>= 7) {
+        if (n < 0x80) {
+          out.push_back(char(n));
+          break;
+        }
+        out.push_back(char(uint8_t(n) | 0x80));
+      }
+      out.append(body);
+    }
+    if (end == in.size()) break;
+    if (end == f) {
+      out.append(frame_cut);
+      start = end + frame_cut.size();
+    } else {
+      start = end + rec_cut.size();
+    }
+  }
+  return out;
+}
+
+void run_delimited_records(const uint8_t *data, size_t size, bool snapshots) {
+  std::string stream = delimited_to_stream(data, size);
+  run_record_stream(reinterpret_cast<const uint8_t *>(stream.data()), stream.size(), snapshots);
 }
 
 void run_record_stream(const uint8_t *data, size_t size, bool snapshots) {

@@ -22,6 +22,13 @@ inline constexpr char kFrameCut[] = "HSFRAME!";
 // Wraps a record stream the way run_record_stream does (for tests and corpus making).
 std::string wrap_record_stream(const uint8_t *data, size_t size);
 
+// Records without their length prefixes, separated by kRecordCut (frames still by kFrameCut): the
+// harness adds the lengths, so a mutation inside a record, or one that copies a whole record
+// elsewhere, still yields a well-formed stream. snapshot_fuzz's input format.
+void run_delimited_records(const uint8_t *data, size_t size, bool snapshots);
+inline constexpr char kRecordCut[] = "HSREC!";
+std::string delimited_to_stream(const uint8_t *data, size_t size);
+
 // Quiets libprotobuf's error log (a malformed string field logs a line per record).
 void quiet_protobuf_logs();
 

@@ -3,6 +3,8 @@
 //   OUT/capture/NAME.cutK       the capture cut after its K-th frame, and in the middle of frame K+1
 //   OUT/records/NAME            the decompressed record stream, frames joined by "HSFRAME!"
 //                               (capture_records_fuzz's format), and its cut after the first frame
+//   OUT/delimited/NAME          the records without length prefixes, joined by "HSREC!", frames
+//                               by "HSFRAME!" (snapshot_fuzz's format)
 // usage: corpus_tool OUT CAPTURE...
 #include <zstd.h>
 
@@ -23,6 +25,26 @@ static void spit(const fs::path &p, const std::string &data) {
   out.write(data.data(), std::streamsize(data.size()));
 }
 
+// One frame's records (varint length + body) as bodies joined by kRecordCut.
+static std::string to_delimited(const char *p, size_t n) {
+  std::string out;
+  for (size_t at = 0; at < n;) {
+    uint64_t len = 0;
+    int shift = 0;
+    while (at < n && shift < 64) {
+      uint8_t b = uint8_t(p[at++]);
+      len |= uint64_t(b & 0x7f) << shift;
+      shift += 7;
+      if (!(b & 0x80)) break;
+    }
+    if (len > n - at) break;
+    if (!out.empty()) out += heapsnap::fuzz::kRecordCut;
+    out.append(p + at, len);
+    at += len;
+  }
+  return out;
+}
+
 int main(int argc, char **argv) {
   if (argc < 3) {
     fprintf(stderr, "usage: %s OUT CAPTURE...\n", argv[0]);
@@ -31,6 +53,7 @@ int main(int argc, char **argv) {
   fs::path out(argv[1]);
   fs::create_directories(out / "capture");
   fs::create_directories(out / "records");
+  fs::create_directories(out / "delimited");
   int seeds = 0;
   for (int a = 2; a < argc; ++a) {
     std::ifstream in(argv[a], std::ios::binary);
@@ -42,7 +65,7 @@ int main(int argc, char **argv) {
     }
     spit(out / "capture" / name, file);
     ++seeds;
-    std::string records, first_frame_records;
+    std::string records, first_frame_records, delimited;
     size_t off = 24;
     int k = 0;
     while (off < file.size()) {
@@ -56,6 +79,8 @@ int main(int argc, char **argv) {
         if (!ZSTD_isError(got)) {
           if (!records.empty()) records += heapsnap::fuzz::kFrameCut;
           records.append(buf.data(), got);
+          if (!delimited.empty()) delimited += heapsnap::fuzz::kFrameCut;
+          delimited += to_delimited(buf.data(), got);
           if (k == 0) first_frame_records = records;
         }
       }
@@ -68,6 +93,8 @@ int main(int argc, char **argv) {
     }
     if (!records.empty()) {
       spit(out / "records" / name, records);
+      ++seeds;
+      spit(out / "delimited" / name, delimited);
       ++seeds;
       if (first_frame_records.size() < records.size()) {
         spit(out / "records" / (name + ".frame1"), first_frame_records);

@@ -1,6 +1,7 @@
 // Runs every input checked into tests/fuzz/regressions/ through the fuzz harness, snapshots
 // included: files under a directory named "records" are decompressed record streams
-// (capture_records_fuzz and snapshot_fuzz inputs), all others whole capture files (capture_fuzz). A crash, a sanitizer report or an allocation
+// (capture_records_fuzz inputs), under "delimited" records separated by "HSREC!" (snapshot_fuzz
+// inputs), all others whole capture files (capture_fuzz inputs). A crash, a sanitizer report or an allocation
 // beyond the address-space limit set here (a length taken from the file unchecked) fails the test.
 //
 // usage: fuzz_regressions DIR|FILE...
@@ -55,12 +56,14 @@ int main(int argc, char **argv) {
   for (const auto &p : inputs) {
     std::ifstream in(p, std::ios::binary);
     std::string data((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-    bool records = p.parent_path().filename() == "records";
+    std::string kind = p.parent_path().filename().string();
+    bool records = kind == "records", delimited = kind == "delimited";
     printf("run  %s\n", p.c_str());
     auto t0 = std::chrono::steady_clock::now();
     try {
       const auto *d = reinterpret_cast<const uint8_t *>(data.data());
       if (records) heapsnap::fuzz::run_record_stream(d, data.size(), true);
+      else if (delimited) heapsnap::fuzz::run_delimited_records(d, data.size(), true);
       else heapsnap::fuzz::run_capture_bytes(d, data.size(), true);
     } catch (const std::exception &e) {
       printf("FAIL %s: exception: %s\n", p.c_str(), e.what());
@@ -68,7 +71,7 @@ int main(int argc, char **argv) {
       continue;
     }
     double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
-    printf("ok   %s (%s, %zu bytes, %.1f ms)\n", p.c_str(), records ? "record stream" : "capture",
+    printf("ok   %s (%s, %zu bytes, %.1f ms)\n", p.c_str(), records ? "record stream" : delimited ? "delimited records" : "capture",
            data.size(), ms);
   }
   printf("%zu inputs, %d failed\n", inputs.size(), failed);

@@ -1,6 +1,8 @@
-// libFuzzer target: heap snapshots. The input is a decompressed record stream, as for
-// capture_records_fuzz (wrapped into a valid capture here), run through everything that target
-// runs plus every snapshot's loading, memcheck classification, object graph and dominators.
+// libFuzzer target: heap snapshots. The input is the records of a capture without their length
+// prefixes, separated by "HSREC!" (frames by "HSFRAME!"): the target adds the lengths and wraps the
+// stream into a valid capture, so mutations that copy, drop or reorder whole records, or change a
+// record's size, keep it well formed. Run through everything capture_records_fuzz runs plus every
+// snapshot's loading, memcheck classification, object graph and dominators.
 // Seeds: captures of tests/programs recorded with --snapshot-at-exit (scripts/fuzz makes them).
 #include <cstddef>
 #include <cstdint>
@@ -13,6 +15,6 @@ extern "C" int LLVMFuzzerInitialize(int *, char ***) {
 }
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
-  heapsnap::fuzz::run_record_stream(data, size, true);
+  heapsnap::fuzz::run_delimited_records(data, size, true);
   return 0;
 }

@@ -114,7 +114,7 @@ def chromium(a, url, *mode, size=(1400, 3000)):
     profile = tempfile.mkdtemp(prefix="chromium-", dir=a.workdir)
     cmd = [need_chromium(), "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
            "--disable-background-networking", "--disable-component-update", "--disable-sync",
-           "--disable-extensions", "--disable-default-apps", "--mute-audio", "--hide-scrollbars",
+           "--disable-extensions", "--disable-default-apps", "--mute-audio", "--hide-scrollbars", "--disable-dev-shm-usage",
            "--user-data-dir=" + profile, "--window-size=%d,%d" % size, "--virtual-time-budget=10000", *mode, url]
     env = dict(os.environ, HOME=profile)
     t0 = time.monotonic()

@@ -84,7 +84,7 @@ struct Work {
   std::unique_ptr<uint32_t[]> ends;   // back/cross in-degree, then predecessor list ends,
                                       // then semi, then idom: one array, four jobs
   std::unique_ptr<uint32_t[]> preds;  // back/cross predecessors, grouped by target
-  std::unique_ptr<uint32_t[]> parent;  // DFS tree parent
+  std::unique_ptr<uint32_t[]> parent; // DFS tree parent
   Meter meter;
 };
 

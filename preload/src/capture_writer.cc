@@ -3,6 +3,8 @@
 #include <fcntl.h>
 #include <pthread.h>
 #include <signal.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
 #include <sys/utsname.h>
 #include <time.h>
 #include <unistd.h>
@@ -10,9 +12,11 @@
 #include <zstd.h>
 
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 
 #include "config.h"
+#include "high_fd.h"
 #include "module_map.h"
 #include "private_heap.h"
 #include "snapshot.h"
@@ -39,6 +43,8 @@ wire::Buf *g_pending = nullptr;     // the writer's side of the double buffer
 wire::Buf *g_compressed = nullptr;
 ZSTD_CCtx *g_zstd = nullptr;
 int g_fd = -1;
+dev_t g_dev = 0;  // identity of the capture file, to recognise g_fd
+ino_t g_ino = 0;
 pthread_t g_writer;
 bool g_writer_running = false;
 std::atomic<bool> g_writer_stop{false};
@@ -82,9 +88,36 @@ bool write_frame(const uint8_t *data, size_t n) {
   return write_all(g_compressed->data(), z);
 }
 
+// The program may close descriptors it did not open (daemons, close_range(3, ~0)) and get our
+// number back for a file of its own: the capture then must never be written through it. The
+// descriptor lives far from the low numbers programs use (high_fd.h), and its identity is checked
+// before each write; if it changed, the capture is reopened by name (only if it is still our file).
+bool is_capture(int fd) {
+  struct stat st;
+  return fd >= 0 && fstat(fd, &st) == 0 && st.st_dev == g_dev && st.st_ino == g_ino;
+}
+
+bool capture_fd_ok() {
+  if (g_fd < 0) return false;
+  if (is_capture(g_fd)) return true;
+  g_fd = -1;  // no longer ours: never close or write it
+  int fd = open(g_path, O_WRONLY | O_APPEND | O_NOFOLLOW | O_CLOEXEC);
+  if (fd < 0) return false;
+  if (!is_capture(fd)) {
+    close(fd);
+    return false;
+  }
+  g_fd = move_fd_high(fd);
+  return true;
+}
+
 // Compresses the writer's pending records into frames of at most kMaxFrameInput bytes, cut at
 // record boundaries.
 bool write_pending() {
+  if (!capture_fd_ok()) {
+    g_pending->clear();
+    return false;
+  }
   const uint8_t *p = g_pending->data();
   size_t n = g_pending->size();
   size_t start = 0, at = 0;
@@ -143,6 +176,33 @@ bool flush_locked(bool with_totals, bool tick = false) {
   return write_pending();
 }
 
+// Whether the writer is the only thread left. After main's pthread_exit (or in a child forked
+// from another thread, once that thread returns) the thread-group leader stays a zombie, still
+// counted in Threads:, until the process ends. No stdio: nothing here allocates.
+bool only_writer_left() {
+  char buf[4096];
+  int fd = open("/proc/self/status", O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return false;
+  ssize_t n = read(fd, buf, sizeof(buf) - 1);
+  close(fd);
+  if (n <= 0) return false;
+  buf[n] = '\0';
+  const char *t = strstr(buf, "\nThreads:");
+  if (!t) return false;
+  long threads = strtol(t + 9, nullptr, 10);
+  if (threads != 2) return threads == 1;
+  char path[64];
+  snprintf(path, sizeof(path), "/proc/self/task/%d/stat", g_pid);
+  fd = open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return false;
+  n = read(fd, buf, sizeof(buf) - 1);
+  close(fd);
+  if (n <= 0) return false;
+  buf[n] = '\0';
+  const char *paren = strrchr(buf, ')');
+  return paren && paren[1] == ' ' && paren[2] == 'Z';
+}
+
 void *writer_main(void *) {
   t_local.guard = 1;  // the writer's own allocations are never traced
   pthread_attr_t attr;
@@ -170,6 +230,11 @@ void *writer_main(void *) {
       stop_tracing("cannot write the capture file");
       break;
     }
+    // Every thread of the program has ended (main called pthread_exit, or a child forked from a
+    // thread saw that thread return): glibc ends the process with status 0 when its last thread
+    // ends, but it counts this one, so it never would. Do what glibc does for the last thread;
+    // the shim's destructor finishes the capture.
+    if (only_writer_left()) exit(0);
   }
   return nullptr;
 }
@@ -184,7 +249,15 @@ bool open_output(int pid) {
     else if (attempt == 1) snprintf(g_path, sizeof(g_path), "%s.%d", base, pid);
     else snprintf(g_path, sizeof(g_path), "%s.%d.%d", base, pid, attempt - 1);
     g_fd = open(g_path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
-    if (g_fd >= 0) return true;
+    if (g_fd >= 0) {
+      struct stat st;
+      if (fstat(g_fd, &st) == 0) {
+        g_dev = st.st_dev;
+        g_ino = st.st_ino;
+      }
+      g_fd = move_fd_high(g_fd);
+      return true;
+    }
     if (errno != EEXIST) return false;
   }
   return false;
@@ -241,7 +314,7 @@ void append_process_info(bool fork_child, int parent_pid) {
 const char *writer_capture_path() { return g_path; }
 
 bool writer_append_file(const char *path) {
-  if (g_fd < 0) return false;
+  if (!capture_fd_ok()) return false;
   int fd = open(path, O_RDONLY | O_CLOEXEC);
   if (fd < 0) return false;
   const size_t kChunk = 1u << 20;
@@ -363,7 +436,7 @@ void writer_after_fork_child() {
   pthread_mutex_init(&g_wake_mutex, nullptr);
   pthread_cond_init(&g_wake, nullptr);
   g_writer_running = false;
-  if (g_fd >= 0) close(g_fd);  // the parent's file: the parent keeps writing it
+  if (is_capture(g_fd)) close(g_fd);  // the parent's file: the parent keeps writing it
   g_fd = -1;
   if (g_outbox) g_outbox->clear();  // the parent writes what it had pending
   if (g_pending) g_pending->clear();

@@ -48,7 +48,14 @@ bool parse_signal(const char *s, int *out) {
   for (const auto &n : names)
     if (strcmp(s, n.name) == 0) { *out = n.sig; return true; }
   uint64_t v;
-  if (parse_u64(s, &v) && v >= 1 && v < 65) { *out = int(v); return true; }
+  if (!parse_u64(s, &v) || v < 1 || v > 64) return false;
+  int sig = int(v);
+  for (const auto &n : names)
+    if (sig == n.sig) { *out = sig; return true; }
+  // Besides the names above, only real-time signals: any other number has a meaning the
+  // snapshot handler (which sets a flag and returns) would take from the program. With SIGSEGV,
+  // SIGBUS, SIGFPE or SIGILL a crash would return to its faulting instruction for ever.
+  if (sig >= SIGRTMIN && sig <= SIGRTMAX) { *out = sig; return true; }
   return false;
 }
 

@@ -10,6 +10,7 @@
 
 #include "real_alloc.h"
 #include "call_sites.h"
+#include "high_fd.h"
 #include "info_shadow.h"
 #include "sampled_blocks.h"
 #include "sampled_path.h"
@@ -28,9 +29,23 @@ namespace {
 
 enum Fn : uint8_t { kMalloc = 0, kCalloc = 1, kReallocFn = 2, kMemalign = 3, kNew = 4, kNewArray = 5 };
 
+// An allocation made while this thread records a sampled event: a signal handler of the
+// program interrupted the tracer. Counted in the global totals (like on_free's nested case),
+// never sampled.
+HS_NOINLINE void count_nested_alloc(void *p, size_t size) {
+  if (!shadow::mark(p, size, usable::of(p), false)) return;
+  g_totals.alloc_calls.fetch_add(1, std::memory_order_relaxed);
+  g_totals.bytes_allocated.fetch_add(size, std::memory_order_relaxed);
+  g_totals.heap.fetch_add(int64_t(size), std::memory_order_relaxed);
+}
+
 HS_INLINE void on_alloc(void *p, size_t size, uint8_t fn, uintptr_t ra) {
   ThreadLocal &t = t_local;
-  if (HS_UNLIKELY(!p || !tracing() || t.guard)) return;
+  if (HS_UNLIKELY(!p || !tracing())) return;
+  if (HS_UNLIKELY(t.guard)) {
+    if (t.sampling) count_nested_alloc(p, size);
+    return;
+  }
   size_t usable = usable::of(p);
   t.countdown -= int64_t(size);
   bool sampled = false;
@@ -96,6 +111,7 @@ void *do_realloc(void *old, size_t n, uintptr_t ra) {
     if (tracing()) {
       on_free(old);
       void *q = real::fn.realloc(old, n);
+      if (q && t.guard && t.sampling) count_nested_alloc(q, n);
       return q;
     }
     return real::fn.realloc(old, n);
@@ -111,7 +127,9 @@ void *do_realloc(void *old, size_t n, uintptr_t ra) {
     shadow::clear(old, s, v);
     if (v & shadow::kSampledBit) {
       ++t.guard;
+      ++t.sampling;
       named = sampled_blocks::take(old, &id);
+      --t.sampling;
       --t.guard;
     }
   }
@@ -124,7 +142,9 @@ void *do_realloc(void *old, size_t n, uintptr_t ra) {
     if (v) shadow::mark(old, old_size, usable::of(old), v & shadow::kSampledBit);
     if (named) {
       ++t.guard;
+      ++t.sampling;
       sampled_blocks::insert(old, id);
+      --t.sampling;
       --t.guard;
     }
     return q;
@@ -334,6 +354,22 @@ HS_EXPORT void _Exit(int status) {
   static auto real = next_fn<void (*)(int)>("_Exit");
   real(status);
   __builtin_unreachable();
+}
+
+// --- descriptors created inside the tracer --------------------------------------------------------
+// libunwind checks addresses by writing them into a pipe it opens once, and when a read of that
+// pipe fails it closes both ends and opens a new one. A program that closed the descriptors it did
+// not open and then opened a file could get the pipe's old number: libunwind would then close the
+// program's file. Pipes made while inside the tracer move to high numbers (high_fd.h).
+HS_EXPORT int pipe2(int fds[2], int flags) {
+  static auto real = next_fn<int (*)(int *, int)>("pipe2");
+  int r = real(fds, flags);
+  if (r == 0 && t_local.guard) {
+    ErrnoSaver es;
+    fds[0] = move_fd_high(fds[0]);
+    fds[1] = move_fd_high(fds[1]);
+  }
+  return r;
 }
 
 HS_EXPORT int execve(const char *path, char *const argv[], char *const envp[]) {

@@ -18,9 +18,21 @@ pthread_key_t g_thread_key;
 bool g_key_ok = false;
 constexpr int64_t kNeverSample = int64_t(1) << 62;
 
+// The tracer's own work (thread registration: pthread calls that allocate): whatever it
+// allocates through the program's allocator is not the program's, and passes through uncounted.
 struct GuardScope {
-  explicit GuardScope(ThreadLocal &t) : t(t) { ++t.guard; }
-  ~GuardScope() { --t.guard; }
+  explicit GuardScope(ThreadLocal &t) : t(t), saved(t.sampling) { t.sampling = 0; ++t.guard; }
+  ~GuardScope() { --t.guard; t.sampling = saved; }
+  ThreadLocal &t;
+  uint32_t saved;
+};
+
+// Recording a sampled event (unwinding, tables, the thread's batch): nothing here allocates
+// through the program's allocator, so an allocation nested in it comes from a signal handler of
+// the program; it is counted but not sampled (the tables are busy).
+struct SamplingScope {
+  explicit SamplingScope(ThreadLocal &t) : t(t) { ++t.guard; ++t.sampling; }
+  ~SamplingScope() { --t.sampling; --t.guard; }
   ThreadLocal &t;
 };
 
@@ -137,7 +149,7 @@ bool reach_sample_point(ThreadLocal &t, size_t size) {
 
 void record_alloc(ThreadLocal &t, const void *p, size_t size, uint8_t fn, uintptr_t ra) {
   ErrnoSaver es;
-  GuardScope g(t);
+  SamplingScope g(t);
   ThreadState *s = t.state;
   uint32_t stack = capture_stack(s, ra);
   uint64_t now = coarse_rel_ns();
@@ -169,7 +181,7 @@ void record_free_id(ThreadLocal &t, sampled_blocks::Name n) {
   ThreadState *s = ensure_thread(t);
   if (!s) return;
   ErrnoSaver es;
-  GuardScope g(t);
+  SamplingScope g(t);
   uint64_t now = coarse_rel_ns();
   append_event(s, [&](EventBatch &b) {
     b.begin(kFree, now);
@@ -180,7 +192,9 @@ void record_free_id(ThreadLocal &t, sampled_blocks::Name n) {
 void record_free(ThreadLocal &t, const void *p) {
   sampled_blocks::Name n;
   ++t.guard;
+  ++t.sampling;
   bool named = sampled_blocks::take(p, &n);
+  --t.sampling;
   --t.guard;
   if (named) record_free_id(t, n);  // else: sampled in a parent process
 }
@@ -191,7 +205,7 @@ void record_realloc(ThreadLocal &t, sampled_blocks::Name n, const void *new_p, s
   ThreadState *s = ensure_thread(t);
   if (!s) return;
   ErrnoSaver es;
-  GuardScope g(t);
+  SamplingScope g(t);
   if (!sampled_blocks::insert(new_p, n)) {
     // Cannot follow the block any further: end it here.
     append_event(s, [&](EventBatch &b) {

@@ -20,7 +20,20 @@ template <typename T>
 HS_INLINE void store_relaxed(T &v, T x) { __atomic_store_n(&v, x, __ATOMIC_RELAXED); }
 template <typename T>
 HS_INLINE T exchange_relaxed(T &v, T x) { return __atomic_exchange_n(&v, x, __ATOMIC_RELAXED); }
-HS_INLINE void bump(uint64_t &a, uint64_t d) { store_relaxed(a, load_relaxed(a) + d); }
+// Adds with one add-to-memory instruction: a signal handler that allocates on this thread can
+// only run between instructions, so its own update is never lost between a load and a store (as
+// it was with load + store). No lock prefix: only the owning thread writes.
+template <typename T>
+HS_INLINE T add_local(T &a, T d) {
+#if defined(__x86_64__)
+  static_assert(sizeof(T) == 8, "64-bit counters");
+  asm volatile("addq %1, %0" : "+m"(a) : "er"(d));
+  return load_relaxed(a);
+#else
+  return __atomic_add_fetch(&a, d, __ATOMIC_RELAXED);
+#endif
+}
+HS_INLINE void bump(uint64_t &a, uint64_t d) { add_local(a, d); }
 
 // Written only by the owning thread; read (relaxed) by whoever sums the totals.
 struct Counters {
@@ -42,6 +55,8 @@ enum ThreadPhase : uint8_t { kThreadNew = 0, kThreadRegistered = 1, kThreadGone 
 struct ThreadLocal {
   int64_t countdown;       // bytes until the next sample; < 0 means take the slow path
   uint32_t guard;          // > 0 while inside the tracer: nested calls pass straight through
+  uint32_t sampling;       // > 0 while recording a sampled event: a signal handler's allocations
+                           // on this thread are still counted (not sampled), see interpose.cc
   uint8_t phase;           // ThreadPhase
   uint64_t rng;
   int64_t heap_delta_max;  // highest heap_delta since the last fold (for an exact peak)
@@ -93,8 +108,7 @@ void fold_heap(ThreadLocal &t);
 HS_INLINE void account_alloc(ThreadLocal &t, uint64_t size) {
   bump(t.counters.alloc_calls, 1);
   bump(t.counters.bytes_allocated, size);
-  int64_t d = load_relaxed(t.counters.heap_delta) + int64_t(size);
-  store_relaxed(t.counters.heap_delta, d);
+  int64_t d = add_local(t.counters.heap_delta, int64_t(size));
   if (d > t.heap_delta_max) {
     store_relaxed(t.heap_delta_max, d);
     if (HS_UNLIKELY(d >= kFoldBytes)) fold_heap(t);
@@ -103,8 +117,7 @@ HS_INLINE void account_alloc(ThreadLocal &t, uint64_t size) {
 HS_INLINE void account_free(ThreadLocal &t, uint64_t size) {
   bump(t.counters.free_calls, 1);
   bump(t.counters.bytes_freed, size);
-  int64_t d = load_relaxed(t.counters.heap_delta) - int64_t(size);
-  store_relaxed(t.counters.heap_delta, d);
+  int64_t d = add_local(t.counters.heap_delta, -int64_t(size));
   if (HS_UNLIKELY(d <= -kFoldBytes)) fold_heap(t);
 }
 

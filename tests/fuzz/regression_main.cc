@@ -46,7 +46,8 @@ int main(int argc, char **argv) {
     fs::path p(argv[i]);
     if (fs::is_directory(p)) {
       for (const auto &e : fs::recursive_directory_iterator(p))
-        if (e.is_regular_file() && e.path().filename().string()[0] != '.') inputs.push_back(e.path());
+        if (e.is_regular_file() && e.path().filename().string()[0] != '.' && e.path().extension() != ".md")
+          inputs.push_back(e.path());
     } else {
       inputs.push_back(p);
     }

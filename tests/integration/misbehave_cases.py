@@ -19,7 +19,7 @@ import subprocess
 import sys
 import time
 
-RUN_TIMEOUT = 60  # a traced program that has not ended by then hangs
+RUN_TIMEOUT = 30  # a traced program that has not ended by then hangs (they take < 5 s)
 
 
 def fail(msg):
@@ -259,6 +259,35 @@ def case_main_pthread_exit(r, a):
         j = r.summary(path)
         r.sane(j, "main pthread_exit")
         check(j["alloc_calls"] >= 80000, "main pthread_exit: the threads' allocations counted (%d)" % j["alloc_calls"])
+
+
+def case_fork_from_thread(r, a):
+    # A thread forks; in the child it is the only thread and returns: glibc ends the child (the
+    # last thread ends the process). The shim's writer thread in the child must not keep it alive.
+    for sample in ("1", "65536"):
+        name = "fork-thread-" + sample
+        path = r.traced_like_native(name, "fork_from_thread", sample=sample)
+        r.sane(r.summary(path), "fork from a thread: parent")
+        kids = [f for f in r.captures(name) if f != path]
+        check(len(kids) == 1, "fork from a thread: the child wrote its capture (%s)" % kids)
+        j = r.summary(kids[0])
+        check(j["fork_child"], "fork from a thread: the child's capture is marked as such")
+        r.sane(j, "fork from a thread: child")
+
+
+def case_close_fds(r, a):
+    # The program closes every descriptor >= 3 it did not open (as daemons and pre-exec code do)
+    # and opens a file of its own, which gets a low number: nothing the shim holds may end up
+    # reading, writing or closing that file, and the capture must survive.
+    for sample in ("65536", "1"):
+        own = os.path.join(r.work, "own-%s.txt" % sample)
+        nat = r.native("close_fds", own)
+        check(b"only the program's" in nat.stdout, "close_fds: natively the file holds the program's data")
+        tr, path = r.record("close-fds-" + sample, "close_fds", own, sample=sample)
+        r.same(nat, tr, "close_fds (sample %s)" % sample)
+        j = r.summary(path)
+        r.sane(j, "close_fds")
+        check(j["alloc_calls"] >= 40000, "close_fds: the capture goes on after the program closed its descriptors (%d)" % j["alloc_calls"])
 
 
 def case_signal_alloc(r, a):

@@ -25,6 +25,7 @@
 extern char **environ;
 
 static void *volatile sink;  // keeps the compiler from dropping allocations
+static int wait_status(pid_t pid);
 static const char *self_path;
 
 static void sleep_ms(long ms) {
@@ -197,11 +198,34 @@ static void *finite_worker(void *arg) {
 
 static int mode_main_pthread_exit(long threads, long n) {
   atomic_store(&finite_left, (int)threads);
+  printf("main thread leaves first\n");  // before the threads start: the output's order is fixed
+  fflush(stdout);
   pthread_t th;
   for (long t = 0; t < threads; ++t) pthread_create(&th, NULL, finite_worker, (void *)(uintptr_t)n);
-  printf("main thread leaves first\n");
-  fflush(stdout);
   pthread_exit(NULL);
+}
+
+// A thread forks; in the child that thread is the only one, and it simply returns: glibc then
+// ends the child with status 0, as for the last thread of any process (Python's
+// test_threading.test_main_thread_after_fork_from_nonmain_thread does this).
+static void *forker(void *arg) {
+  (void)arg;
+  fflush(stdout);
+  pid_t pid = fork();
+  if (pid == 0) {
+    leak_blocks(10, 100);
+    say("the child's only thread returns\n");
+    return NULL;
+  }
+  printf("child of a non-main thread exited %d\n", wait_status(pid));
+  return NULL;
+}
+
+static int mode_fork_from_thread(void) {
+  pthread_t th;
+  pthread_create(&th, NULL, forker, NULL);
+  pthread_join(th, NULL);
+  return 0;
 }
 
 // --- a signal handler that allocates ----------------------------------------------------------
@@ -538,6 +562,31 @@ static int mode_chdir_fork(const char *dir) {
   return 0;
 }
 
+// --- a program that closes every descriptor it did not open (as daemons do), then opens its own
+// file: whatever the shim holds open must not end up writing into the program's files.
+static int mode_close_fds(const char *path) {
+  for (int fd = 3; fd < 1024; ++fd) close(fd);
+  FILE *f = fopen(path, "w");
+  if (!f) {
+    printf("cannot open %s\n", path);
+    return 1;
+  }
+  fputs("the program's own data\n", f);
+  fflush(f);
+  for (int i = 0; i < 20; ++i) {  // events for the shim to flush, with time for it to do so
+    leak_blocks(2000, 64);
+    sleep_ms(20);
+  }
+  fputs("more of the program's data\n", f);
+  fclose(f);
+  f = fopen(path, "r");
+  char buf[4096];
+  size_t n = fread(buf, 1, sizeof(buf), f);
+  fclose(f);
+  printf("the file holds %zu bytes: %s\n", n, n == 50 ? "only the program's" : "something else too");
+  return 0;
+}
+
 // --- a plain crash: no handler of its own, the default action of SIGSEGV ------------------------------
 static int mode_crash(long n) {
   leak_blocks(n, 100);
@@ -570,6 +619,7 @@ int main(int argc, char **argv) {
   if (!strcmp(m, "_Exit")) return mode_exit("_Exit", n);
   if (!strcmp(m, "abort")) return mode_abort(n);
   if (!strcmp(m, "threads_outlive")) return mode_threads_outlive(n, argc > 3 ? atol(argv[3]) : 30);
+  if (!strcmp(m, "fork_from_thread")) return mode_fork_from_thread();
   if (!strcmp(m, "main_pthread_exit")) return mode_main_pthread_exit(n, argc > 3 ? atol(argv[3]) : 20000);
   if (!strcmp(m, "signal_alloc") || !strcmp(m, "signal_alloc_baseline"))
     return mode_signal_alloc(n, argc > 3 ? argv[3] : NULL, !strcmp(m, "signal_alloc"));
@@ -583,6 +633,7 @@ int main(int argc, char **argv) {
   if (!strcmp(m, "owner")) return mode_owner();
   if (!strcmp(m, "secure")) return mode_secure(n);
   if (!strcmp(m, "crash")) return mode_crash(n);
+  if (!strcmp(m, "close_fds") && argc > 2) return mode_close_fds(argv[2]);
   if (!strcmp(m, "chdir_fork") && argc > 2) return mode_chdir_fork(argv[2]);
   fprintf(stderr, "unknown mode %s\n", m);
   return 2;

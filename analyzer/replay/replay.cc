@@ -5,17 +5,16 @@
 #include <unordered_map>
 
 #include "capture/event_decoder.h"
+#include "replay/live_table.h"
 #include "util/flat_map.h"
 
 namespace heapsnap::replay {
 namespace {
 
-struct LiveBlock {
-  uint32_t stack;
-  float weight;   // 1 / P(sampled)
-  uint64_t size;
-  uint32_t pool;  // 0: malloc heap
-  uint64_t addr;  // pool objects only (moves are by address)
+// Where a live sampled object of a client-API pool is (moves are by address).
+struct PoolPlace {
+  uint32_t pool;
+  uint64_t addr;
 };
 
 class Replayer {
@@ -102,11 +101,12 @@ class Replayer {
       if (it != rs.begin() && addr < (it - 1)->from + (it - 1)->len) {
         uint64_t na = (it - 1)->to + (addr - (it - 1)->from);
         moved[na] = id;
-        if (LiveBlock *b = live_.find(id)) b->addr = na;
+        if (PoolPlace *pl = pool_place_.find(id)) pl->addr = na;
         if (na != addr) ++info->moved_objects;
       } else if (m.compacting()) {
-        LiveBlock b;
+        LiveEntry b;
         if (live_.erase(id, &b)) live_remove(b);
+        pool_place_.erase(id);
         ++info->compacted_away;
       } else {
         moved[addr] = id;
@@ -118,7 +118,7 @@ class Replayer {
   void finish() {
     for (auto &[pool, index] : pool_index_)
       for (auto &[addr, id] : index)
-        if (const LiveBlock *b = live_.find(id)) r_.live_pool_objects.push_back({pool, {id, addr, b->size, b->stack}});
+        if (const LiveEntry *b = live_.find(id)) r_.live_pool_objects.push_back({pool, {id, addr, b->size, b->stack}});
     std::sort(r_.live_pool_objects.begin(), r_.live_pool_objects.end(),
               [](const auto &a, const auto &b) { return a.first != b.first ? a.first < b.first : a.second.addr < b.second.addr; });
     if (bad_stack_events_)
@@ -128,14 +128,34 @@ class Replayer {
     if (bad_id_events_)
       r_.problems.push_back({bad_id_offset_, std::to_string(bad_id_events_) +
                                                  " events name block id 0 (not a valid id); ignored"});
-    r_.memory_bytes = live_.memory_bytes() + r_.stacks.memory_bytes() +
-                      r_.by_stack.capacity() * sizeof(StackFigures);
+    if (o_.peak_event == UINT64_MAX) {
+      // Stacks unchanged since the highest peak: their live figures are their peak figures.
+      for (size_t s = 0; s < r_.by_stack.size(); ++s) sync_peak(uint32_t(s));
+      r_.peak_taken = r_.sampled_peak_event != UINT64_MAX;
+    }
+    r_.memory_bytes = live_.memory_bytes() + pool_place_.memory_bytes() + r_.stacks.memory_bytes() +
+                      r_.by_stack.capacity() * sizeof(StackFigures) + peak_epoch_.capacity() * sizeof(uint32_t);
   }
 
  private:
   StackFigures &fig(uint32_t stack) {
-    if (stack >= r_.by_stack.size()) r_.by_stack.resize(size_t(stack) + 1 + r_.by_stack.size() / 2);
+    if (stack >= r_.by_stack.size()) {
+      r_.by_stack.resize(size_t(stack) + 1 + r_.by_stack.size() / 2);
+      peak_epoch_.resize(r_.by_stack.size(), 0);
+    }
     return r_.by_stack[stack];
+  }
+
+  // The per-stack "live at the peak" figures in one pass. Each new highest estimate of live bytes
+  // starts a peak epoch; a stack remembers the epoch of its last change. Before a stack's live
+  // figures change, if a peak came since its last change, its live figures are what it held at
+  // that peak: copy them. finish() does the same for the stacks that never changed again.
+  void sync_peak(uint32_t stack) {
+    if (peak_epoch_[stack] == epoch_) return;
+    peak_epoch_[stack] = epoch_;
+    StackFigures &f = r_.by_stack[stack];
+    f.peak_calls = f.live_calls;
+    f.peak_bytes = f.live_bytes;
   }
 
   void see_time(uint64_t t) {
@@ -149,6 +169,7 @@ class Replayer {
       r_.sampled_peak_bytes = live_bytes_;
       r_.sampled_peak_event = ordinal;
       r_.sampled_peak_time_ns = time;
+      ++epoch_;
     }
     if (ordinal != o_.peak_event) return;
     r_.peak_taken = true;
@@ -170,14 +191,16 @@ class Replayer {
     r_.modules.push_back(std::move(rec));
   }
 
-  void live_add(const LiveBlock &b) {
+  void live_add(const LiveEntry &b) {
     StackFigures &f = fig(b.stack);
+    if (o_.peak_event == UINT64_MAX) sync_peak(b.stack);
     f.live_calls += b.weight;
     f.live_bytes += double(b.size) * b.weight;
     live_bytes_ += double(b.size) * b.weight;
   }
-  void live_remove(const LiveBlock &b) {
+  void live_remove(const LiveEntry &b) {
     StackFigures &f = fig(b.stack);
+    if (o_.peak_event == UINT64_MAX) sync_peak(b.stack);
     f.live_calls -= b.weight;
     f.live_bytes -= double(b.size) * b.weight;
     live_bytes_ -= double(b.size) * b.weight;
@@ -203,31 +226,30 @@ class Replayer {
       switch (e.kind) {
         case wire::ALLOC:
         case wire::POOL_ALLOC: {
-          LiveBlock b{e.stack, float(sample_weight(e.size, mean_)), e.size, e.pool,
-                      e.kind == wire::POOL_ALLOC ? e.addr : 0};
+          LiveEntry b{e.stack, float(sample_weight(e.size, mean_)), e.size};
           StackFigures &f = fig(e.stack);
           if (e.kind == wire::POOL_ALLOC) {
             f.pool = e.pool;
             pool_index_[e.pool][e.addr] = e.id;
+            pool_place_[e.id] = PoolPlace{e.pool, e.addr};
           }
           f.alloc_calls += b.weight;
           f.alloc_bytes += double(e.size) * b.weight;
           ++f.samples;
-          LiveBlock &slot = live_[e.id];
-          if (slot.weight != 0) live_remove(slot);  // a repeated id: the capture is damaged
-          slot = b;
+          LiveEntry old = live_.insert(e.id, b);
+          if (old.weight != 0) live_remove(old);  // a repeated id: the capture is damaged
           live_add(b);
           if (live_.size() > r_.live_blocks_peak) r_.live_blocks_peak = live_.size();
           break;
         }
         case wire::FREE: {
-          LiveBlock b;
+          LiveEntry b;
           if (live_.erase(e.id, &b)) live_remove(b);
           else ++r_.unknown_frees;
           break;
         }
         case wire::REALLOC: {
-          LiveBlock *b = live_.find(e.id);
+          LiveEntry *b = live_.find(e.id);
           StackFigures &site = fig(e.stack);
           ++site.reallocs;
           if (e.moved) ++site.realloc_moves;
@@ -239,17 +261,22 @@ class Replayer {
           // allocation of the new size at the realloc's own stack.
           site.alloc_calls += b->weight;
           site.alloc_bytes += double(e.size) * b->weight;
+          LiveEntry nb = *b;
+          nb.size = e.size;
           live_remove(*b);
-          b->size = e.size;
-          live_add(*b);
+          *b = nb;
+          live_add(nb);
           break;
         }
         case wire::POOL_FREE: {
-          LiveBlock b;
+          LiveEntry b;
           if (live_.erase(e.id, &b)) {
             live_remove(b);
-            auto it = pool_index_.find(b.pool);
-            if (it != pool_index_.end()) it->second.erase(b.addr);
+            PoolPlace pl;
+            if (pool_place_.erase(e.id, &pl)) {
+              auto it = pool_index_.find(pl.pool);
+              if (it != pool_index_.end()) it->second.erase(pl.addr);
+            }
           } else {
             ++r_.unknown_frees;
           }
@@ -267,7 +294,10 @@ class Replayer {
   ReplayResult &r_;
   const ReplayOptions &o_;
   uint64_t mean_ = 1;
-  util::FlatMap64<LiveBlock> live_;
+  LiveTable live_;
+  util::FlatMap64<PoolPlace> pool_place_;  // sample id -> pool and address, pool objects only
+  std::vector<uint32_t> peak_epoch_;       // per stack: the peak epoch of its last change
+  uint32_t epoch_ = 0;
   // Per pool: address -> sample id of its live sampled objects (moves are by address).
   std::unordered_map<uint32_t, std::unordered_map<uint64_t, uint64_t>> pool_index_;
   double live_bytes_ = 0;
@@ -310,13 +340,8 @@ ReplayResult replay_with_peak(const std::string &path, std::string *error,
   auto first = capture::CaptureReader::open(path, error);
   if (!first) return {};
   ReplayOptions o;
-  if (progress) o.progress = [&](uint64_t d, uint64_t t) { progress(d / 2, t); };
-  uint64_t peak = replay(*first, o).sampled_peak_event;
-  auto second = capture::CaptureReader::open(path, error);
-  if (!second) return {};
-  o.peak_event = peak;
-  if (progress) o.progress = [&](uint64_t d, uint64_t t) { progress(t / 2 + d / 2, t); };
-  return replay(*second, o);
+  o.progress = std::move(progress);
+  return replay(*first, o);
 }
 
 }  // namespace heapsnap::replay

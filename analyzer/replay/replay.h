@@ -69,7 +69,8 @@ struct PoolObjectState {
 
 struct ReplayOptions {
   // Take the per-stack "live at the peak" figures right after this event (ordinal in replay
-  // order, as reported by a first replay's sampled_peak_event); UINT64_MAX: do not.
+  // order); UINT64_MAX: at the highest estimate of live bytes (sampled_peak_event), found in the
+  // same pass.
   uint64_t peak_event = UINT64_MAX;
   std::function<void(uint64_t done, uint64_t total)> progress;
   // Only the context (process, modules, stacks, totals): what snapshot queries need to label
@@ -117,7 +118,7 @@ double sample_weight(uint64_t size, uint64_t mean);
 
 ReplayResult replay(capture::CaptureReader &reader, const ReplayOptions &opts = {});
 
-// Two passes: the first finds the peak, the second fills the per-stack peak figures.
+// One pass over the file at path, with the per-stack figures at the highest peak.
 ReplayResult replay_with_peak(const std::string &path, std::string *error,
                               std::function<void(uint64_t, uint64_t)> progress = {});
 

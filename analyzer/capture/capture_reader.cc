@@ -125,6 +125,18 @@ bool CaptureReader::parse_frame(const uint8_t *data, size_t n, uint64_t frame_of
         continue;
       }
     }
+    if (raw_events_ && len) {
+      // A record holding only its events field: the field's key, the batch's length, the batch.
+      constexpr uint64_t kEventsKey = uint64_t(wire::Record::kEventsFieldNumber) << 3 | 2;
+      uint64_t key = 0, blen = 0;
+      size_t u1 = read_varint(p, p + len, &key);
+      size_t u2 = u1 && key == kEventsKey ? read_varint(p + u1, p + len, &blen) : 0;
+      if (u2 && blen == len - u1 - u2 && raw_events_(p + u1 + u2, size_t(blen), RecordPos{frame_offset, at})) {
+        ++records_;
+        p += len;
+        continue;
+      }
+    }
     if (!rec.ParseFromArray(p, int(len))) {
       problem(frame_offset, "frame at " + hex_offset(frame_offset) + ": record at byte " +
                                 std::to_string(at) + " does not parse; skipped");

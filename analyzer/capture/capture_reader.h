@@ -55,6 +55,12 @@ class CaptureReader {
   // the others are skipped unparsed (a query that needs no events skips them cheaply).
   void set_record_filter(std::function<bool(uint32_t field)> keep) { filter_ = std::move(keep); }
 
+  // Records that hold only an EventBatch are offered to `raw` as the batch's bytes before any
+  // parsing (see event_columns.h); when it returns false the record is parsed and passed to the
+  // record callback as usual.
+  using RawEventsFn = std::function<bool(const uint8_t *batch, size_t n, const RecordPos &)>;
+  void set_raw_events_handler(RawEventsFn raw) { raw_events_ = std::move(raw); }
+
   // Progress callback (bytes consumed so far), called about once per frame.
   void set_progress(std::function<void(uint64_t done, uint64_t total)> fn) { progress_ = std::move(fn); }
 
@@ -77,6 +83,7 @@ class CaptureReader {
   void *dctx_ = nullptr;
   std::function<void(uint64_t, uint64_t)> progress_;
   std::function<bool(uint32_t)> filter_;
+  RawEventsFn raw_events_;
 };
 
 }  // namespace heapsnap::capture

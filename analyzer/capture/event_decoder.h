@@ -1,11 +1,14 @@
 // Walks the packed columns of an EventBatch (see proto/heapsnap.proto) one event at a time,
 // undoing the delta encodings. Columns that run short (a damaged or hostile file) end the walk
-// with an error instead of reading out of bounds.
+// with an error instead of reading out of bounds. The columns come from a parsed batch
+// (EventDecoder) or straight from its bytes (RawEventDecoder, see event_columns.h).
 #pragma once
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
+#include "capture/event_columns.h"
 #include "heapsnap.pb.h"
 
 namespace heapsnap::capture {
@@ -23,59 +26,63 @@ struct Event {
   uint32_t tid;
 };
 
-class EventDecoder {
+template <typename Columns>
+class BasicEventDecoder {
  public:
-  explicit EventDecoder(const wire::EventBatch &b)
-      : b_(b), time_(b.base_time_ns()), last_id_(b.base_id()) {}
+  template <typename... A>
+  explicit BasicEventDecoder(A &&...a) : c_(std::forward<A>(a)...) {
+    time_ = c_.base_time_ns();
+    last_id_ = c_.base_id();
+  }
   // Decodes the next event into *e. Returns false at the end or on a malformed batch (error()).
   bool next(Event *e);
   const std::string &error() const { return error_; }
   int position() const { return i_; }
 
  private:
-  bool take_addr(uint64_t *out) {
-    if (a_ >= b_.addr_delta_size()) return false;
-    last_addr_ += uint64_t(b_.addr_delta(a_++));
+  __attribute__((always_inline)) bool take_addr(uint64_t *out) {
+    uint64_t d;
+    if (!c_.template take<kAddr>(&d)) return false;
+    last_addr_ += d;
     *out = last_addr_;
     return true;
   }
-  bool take_new_id(uint64_t *out) {
-    if (d_ >= b_.id_delta_size()) return false;
-    last_id_ += uint64_t(b_.id_delta(d_++));
+  __attribute__((always_inline)) bool take_new_id(uint64_t *out) {
+    uint64_t d;
+    if (!c_.template take<kIdDelta>(&d)) return false;
+    last_id_ += d;
     *out = last_id_;
     return true;
   }
   // FREE: see proto/heapsnap.proto, EventBatch (per-site cursors, emptied every batch).
-  bool take_freed(Event *e) {
-    if (k_ >= b_.stack_size() || r_ >= b_.ref_size()) return false;
-    uint32_t site = b_.stack(k_++);
-    int64_t delta = b_.ref(r_++);
+  __attribute__((always_inline)) bool take_freed(Event *e) {
+    uint64_t site64, delta;
+    if (!c_.template take<kStack>(&site64) || !c_.template take<kRef>(&delta)) return false;
+    uint32_t site = uint32_t(site64);
     Cursor &c = cursor_[site % kSiteSlots];
-    uint64_t id = (site && c.stack == site) ? c.last_freed - uint64_t(delta) : last_id_ - uint64_t(delta);
+    uint64_t id = (site && c.stack == site) ? c.last_freed - delta : last_id_ - delta;
     c = {site, id};
     e->id = id;
     e->stack = site;
     return true;
   }
-  bool take_ref(uint64_t *out) {
-    if (r_ >= b_.ref_size()) return false;
-    *out = last_id_ - uint64_t(b_.ref(r_++));
+  __attribute__((always_inline)) bool take_ref(uint64_t *out) {
+    uint64_t d;
+    if (!c_.template take<kRef>(&d)) return false;
+    *out = last_id_ - d;
     return true;
   }
-  bool take_size_stack(Event *e) {
-    if (s_ >= b_.size_size() || k_ >= b_.stack_size()) return false;
-    e->size = b_.size(s_++);
-    e->stack = b_.stack(k_++);
+  __attribute__((always_inline)) bool take_size_stack(Event *e) {
+    uint64_t st;
+    if (!c_.template take<kSize>(&e->size) || !c_.template take<kStack>(&st)) return false;
+    e->stack = uint32_t(st);
     return true;
   }
-  bool take_fn(Event *e) {
-    if (f_ >= b_.alloc_fn_size()) return false;
-    e->alloc_fn = b_.alloc_fn(f_++);
-    return true;
-  }
-  bool take_pool(Event *e) {
-    if (p_ >= b_.pool_size()) return false;
-    e->pool = b_.pool(p_++);
+  template <Column C>
+  __attribute__((always_inline)) bool take_u32(uint32_t *out) {
+    uint64_t v;
+    if (!c_.template take<C>(&v)) return false;
+    *out = uint32_t(v);
     return true;
   }
 
@@ -84,56 +91,69 @@ class EventDecoder {
     uint32_t stack = 0;
     uint64_t last_freed = 0;
   };
-  std::vector<Cursor> cursor_ = std::vector<Cursor>(kSiteSlots);
-  const wire::EventBatch &b_;
-  int i_ = 0, t_ = 0, a_ = 0, s_ = 0, k_ = 0, f_ = 0, p_ = 0, d_ = 0, r_ = 0, m_ = 0;
-  uint64_t time_;
-  uint64_t last_id_;
+  Columns c_;
+  Cursor cursor_[kSiteSlots];  // on the stack: a batch is decoded in one go
+  int i_ = 0;
+  uint64_t time_ = 0;
+  uint64_t last_id_ = 0;
   uint64_t last_addr_ = 0;
   std::string error_;
 };
 
-inline bool EventDecoder::next(Event *e) {
-  if (i_ >= b_.kind_size() || !error_.empty()) return false;
-  uint32_t kind = b_.kind(i_);
-  if (t_ >= b_.time_delta_ns_size()) {
+template <typename Columns>
+__attribute__((always_inline)) inline bool BasicEventDecoder<Columns>::next(Event *e) {
+  if (!error_.empty()) return false;
+  uint64_t kind64;
+  if (!c_.template take<kKind>(&kind64)) return false;
+  uint32_t kind = uint32_t(kind64);
+  uint64_t dt;
+  if (!c_.template take<kTime>(&dt)) {
     error_ = "time column too short";
     return false;
   }
-  time_ += b_.time_delta_ns(t_++);
-  *e = Event{};
+  time_ += dt;
   e->time_ns = time_;
-  e->tid = b_.tid();
+  e->tid = c_.tid();
   e->kind = static_cast<wire::EventKind>(kind);
+  e->addr = 0;
+  e->size = 0;
+  e->stack = 0;
+  e->alloc_fn = 0;
+  e->pool = 0;
+  e->moved = false;
   bool ok = true;
   switch (kind) {
     case wire::ALLOC:
-      ok = take_new_id(&e->id) && take_size_stack(e) && take_fn(e);
+      ok = take_new_id(&e->id) && take_size_stack(e) && take_u32<kFn>(&e->alloc_fn);
       break;
     case wire::FREE:
       ok = take_freed(e);
       break;
-    case wire::REALLOC:
-      ok = take_ref(&e->id) && take_size_stack(e) && take_fn(e) && m_ < b_.moved_size();
-      if (ok) e->moved = b_.moved(m_++) != 0;
+    case wire::REALLOC: {
+      uint32_t moved = 0;
+      ok = take_ref(&e->id) && take_size_stack(e) && take_u32<kFn>(&e->alloc_fn) && take_u32<kMoved>(&moved);
+      e->moved = moved != 0;
       break;
+    }
     case wire::POOL_ALLOC:
-      ok = take_new_id(&e->id) && take_addr(&e->addr) && take_size_stack(e) && take_pool(e);
+      ok = take_new_id(&e->id) && take_addr(&e->addr) && take_size_stack(e) && take_u32<kPool>(&e->pool);
       break;
     case wire::POOL_FREE:
-      ok = take_freed(e) && take_pool(e);
+      ok = take_freed(e) && take_u32<kPool>(&e->pool);
       break;
     default:
       error_ = "unknown event kind " + std::to_string(kind);
       return false;
   }
   if (!ok) {
-    error_ = "a column ends before event " + std::to_string(i_) + " of " +
-             std::to_string(b_.kind_size());
+    error_ = "a column ends before event " + std::to_string(i_) + " of " + std::to_string(c_.kind_count());
     return false;
   }
   ++i_;
   return true;
 }
+
+using EventDecoder = BasicEventDecoder<ProtoColumns>;
+using RawEventDecoder = BasicEventDecoder<RawColumns>;
 
 }  // namespace heapsnap::capture

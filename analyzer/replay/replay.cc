@@ -21,6 +21,8 @@ class Replayer {
  public:
   Replayer(ReplayResult &r, const ReplayOptions &o) : r_(r), o_(o) {}
 
+  void raw_batch(const capture::RawColumns &cols, const capture::RecordPos &pos) { raw_events(cols, pos); }
+
   void record(const wire::Record &rec, const capture::RecordPos &pos) {
     switch (rec.body_case()) {
       case wire::Record::kProcess:
@@ -138,19 +140,22 @@ class Replayer {
   }
 
  private:
-  StackFigures &fig(uint32_t stack) {
-    if (stack >= r_.by_stack.size()) {
-      r_.by_stack.resize(size_t(stack) + 1 + r_.by_stack.size() / 2);
-      peak_epoch_.resize(r_.by_stack.size(), 0);
-    }
+  // Per-event helpers are forced inline: the replay runs them tens of millions of times.
+#define HS_HOT __attribute__((always_inline))
+  HS_HOT StackFigures &fig(uint32_t stack) {
+    if (__builtin_expect(stack >= r_.by_stack.size(), 0)) grow(stack);
     return r_.by_stack[stack];
+  }
+  __attribute__((noinline)) void grow(uint32_t stack) {
+    r_.by_stack.resize(size_t(stack) + 1 + r_.by_stack.size() / 2);
+    peak_epoch_.resize(r_.by_stack.size(), 0);
   }
 
   // The per-stack "live at the peak" figures in one pass. Each new highest estimate of live bytes
   // starts a peak epoch; a stack remembers the epoch of its last change. Before a stack's live
   // figures change, if a peak came since its last change, its live figures are what it held at
   // that peak: copy them. finish() does the same for the stacks that never changed again.
-  void sync_peak(uint32_t stack) {
+  HS_HOT void sync_peak(uint32_t stack) {
     if (peak_epoch_[stack] == epoch_) return;
     peak_epoch_[stack] = epoch_;
     StackFigures &f = r_.by_stack[stack];
@@ -158,12 +163,12 @@ class Replayer {
     f.peak_bytes = f.live_bytes;
   }
 
-  void see_time(uint64_t t) {
+  HS_HOT void see_time(uint64_t t) {
     if (t > r_.end_time_ns) r_.end_time_ns = t;
   }
 
   // After each event: follow the highest estimate, and copy the live figures at the chosen one.
-  void after_event(uint64_t time) {
+  HS_HOT void after_event(uint64_t time) {
     uint64_t ordinal = r_.events++;
     if (live_bytes_ > r_.sampled_peak_bytes) {
       r_.sampled_peak_bytes = live_bytes_;
@@ -191,14 +196,14 @@ class Replayer {
     r_.modules.push_back(std::move(rec));
   }
 
-  void live_add(const LiveEntry &b) {
+  HS_HOT void live_add(const LiveEntry &b) {
     StackFigures &f = fig(b.stack);
     if (o_.peak_event == UINT64_MAX) sync_peak(b.stack);
     f.live_calls += b.weight;
     f.live_bytes += double(b.size) * b.weight;
     live_bytes_ += double(b.size) * b.weight;
   }
-  void live_remove(const LiveEntry &b) {
+  HS_HOT void live_remove(const LiveEntry &b) {
     StackFigures &f = fig(b.stack);
     if (o_.peak_event == UINT64_MAX) sync_peak(b.stack);
     f.live_calls -= b.weight;
@@ -208,6 +213,15 @@ class Replayer {
 
   void events(const wire::EventBatch &batch, const capture::RecordPos &pos) {
     capture::EventDecoder dec(batch);
+    decode(dec, batch.tid(), pos);
+  }
+  void raw_events(const capture::RawColumns &cols, const capture::RecordPos &pos) {
+    capture::RawEventDecoder dec(cols);
+    decode(dec, cols.tid(), pos);
+  }
+
+  template <typename Decoder>
+  void decode(Decoder &dec, uint32_t tid, const capture::RecordPos &pos) {
     capture::Event e;
     while (dec.next(&e)) {
       see_time(e.time_ns);
@@ -226,7 +240,7 @@ class Replayer {
       switch (e.kind) {
         case wire::ALLOC:
         case wire::POOL_ALLOC: {
-          LiveEntry b{e.stack, float(sample_weight(e.size, mean_)), e.size};
+          LiveEntry b{e.stack, mean_ <= 1 ? 1.0f : float(sample_weight(e.size, mean_)), e.size};
           StackFigures &f = fig(e.stack);
           if (e.kind == wire::POOL_ALLOC) {
             f.pool = e.pool;
@@ -288,7 +302,7 @@ class Replayer {
     }
     if (!dec.error().empty())
       r_.problems.push_back({pos.frame_offset, "event batch of thread " +
-                                                   std::to_string(batch.tid()) + ": " + dec.error()});
+                                                   std::to_string(tid) + ": " + dec.error()});
   }
 
   ReplayResult &r_;
@@ -323,6 +337,14 @@ ReplayResult replay(capture::CaptureReader &reader, const ReplayOptions &opts) {
       return f == wire::Record::kProcess || f == wire::Record::kModule || f == wire::Record::kModuleUnload ||
              f == wire::Record::kStack || f == wire::Record::kTotals || f == wire::Record::kEnd ||
              f == wire::Record::kMarker || f == wire::Record::kSnapshotBegin;
+    });
+  }
+  if (!opts.context_only) {
+    reader.set_raw_events_handler([&](const uint8_t *p, size_t n, const capture::RecordPos &pos) {
+      capture::RawColumns cols;
+      if (!cols.parse(p, n)) return false;  // not the shim's layout: libprotobuf parses it
+      rp.raw_batch(cols, pos);
+      return true;
     });
   }
   reader.for_each_record([&](const wire::Record &rec, const capture::RecordPos &pos) {

@@ -14,6 +14,8 @@ HEAPSNAP_BUILD_PACKAGES=(
 HEAPSNAP_TEST_PACKAGES=(python3-networkx valgrind clang libclang-rt-14-dev golang-go chromium)
 # Real programs' own test suites, natively and traced (tests/integration/suite_cases.py, scripts/suites).
 HEAPSNAP_TEST_PACKAGES+=(libpython3.11-testsuite sqlite3 git)
+# The manual's test renders the generated pages (tests/integration/term_cases.py man).
+HEAPSNAP_TEST_PACKAGES+=(groff-base man-db)
 # Only scripts/bench needs these (the peers it measures against and the workloads it runs);
 # scripts/test never installs them.
 HEAPSNAP_BENCH_PACKAGES=(

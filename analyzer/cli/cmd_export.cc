@@ -14,6 +14,7 @@
 #include "cli/format.h"
 #include "cli/progress.h"
 #include "cli/snapshot_args.h"
+#include "cli/term_style.h"
 #include "export/collapsed.h"
 #include "export/graph_json.h"
 #include "export/gzip.h"
@@ -47,13 +48,13 @@ bool load(const ExportOpts &o, bool with_peak, Loaded *out) {
   if (with_peak) {
     out->r = replay::replay_with_peak(o.file, &err, prog.callback());
     if (!err.empty()) {
-      fprintf(stderr, "heapsnap: %s\n", err.c_str());
+      print_error("%s", err.c_str());
       return false;
     }
   } else {
     auto reader = capture::CaptureReader::open(o.file, &err);
     if (!reader) {
-      fprintf(stderr, "heapsnap: %s\n", err.c_str());
+      print_error("%s", err.c_str());
       return false;
     }
     replay::ReplayOptions ro;
@@ -62,7 +63,7 @@ bool load(const ExportOpts &o, bool with_peak, Loaded *out) {
   }
   prog.done();
   if (!out->r.have_process) {
-    fprintf(stderr, "heapsnap: %s: no process record: not a usable capture\n", o.file.c_str());
+    print_error("%s: no process record: not a usable capture", o.file.c_str());
     return false;
   }
   symbolize::SymbolizerOptions so;
@@ -72,11 +73,9 @@ bool load(const ExportOpts &o, bool with_peak, Loaded *out) {
 }
 
 void print_notes(const Loaded &L) {
-  if (L.r.truncated)
-    fprintf(stderr, "heapsnap: note: the capture is truncated: figures cover what was read\n");
-  for (const auto &p : L.r.problems)
-    fprintf(stderr, "heapsnap: note: offset 0x%llx: %s\n", (unsigned long long)p.offset, p.what.c_str());
-  for (const auto &w : L.sym->warnings()) fprintf(stderr, "heapsnap: note: %s\n", w.c_str());
+  if (L.r.truncated) print_note("the capture is truncated: figures cover what was read");
+  for (const auto &p : L.r.problems) print_note("offset 0x%llx: %s", (unsigned long long)p.offset, p.what.c_str());
+  for (const auto &w : L.sym->warnings()) print_note("%s", w.c_str());
 }
 
 bool to_stdout(const ExportOpts &o) { return o.output.empty() || o.output == "-"; }
@@ -84,20 +83,20 @@ bool to_stdout(const ExportOpts &o) { return o.output.empty() || o.output == "-"
 int write_output(const ExportOpts &o, const std::string &data) {
   if (to_stdout(o)) {
     if (fwrite(data.data(), 1, data.size(), stdout) != data.size() || fflush(stdout) != 0) {
-      fprintf(stderr, "heapsnap: writing to stdout: %s\n", strerror(errno));
+      print_error("writing to stdout: %s", strerror(errno));
       return kExitInput;
     }
     return kExitOk;
   }
   FILE *f = fopen(o.output.c_str(), "wb");
   if (!f) {
-    fprintf(stderr, "heapsnap: %s: %s\n", o.output.c_str(), strerror(errno));
+    print_error("%s: %s", o.output.c_str(), strerror(errno));
     return kExitInput;
   }
   bool ok = fwrite(data.data(), 1, data.size(), f) == data.size();
   ok = (fclose(f) == 0) && ok;
   if (!ok) {
-    fprintf(stderr, "heapsnap: writing %s: %s\n", o.output.c_str(), strerror(errno));
+    print_error("writing %s: %s", o.output.c_str(), strerror(errno));
     remove(o.output.c_str());  // a partial profile would only mislead
     return kExitInput;
   }
@@ -107,8 +106,7 @@ int write_output(const ExportOpts &o, const std::string &data) {
 int run_collapsed(const ExportOpts &o) {
   auto metric = exporter::parse_metric(o.metric);
   if (!metric) {
-    fprintf(stderr, "heapsnap: --metric '%s': expected alloc-bytes, alloc-calls, leaked or peak\n",
-            o.metric.c_str());
+    print_error("--metric '%s': expected alloc-bytes, alloc-calls, leaked or peak", o.metric.c_str());
     return kExitUsage;
   }
   Loaded L;
@@ -123,7 +121,7 @@ int run_collapsed(const ExportOpts &o) {
 
 int run_pprof(const ExportOpts &o) {
   if (to_stdout(o) && stdout_is_terminal()) {
-    fprintf(stderr, "heapsnap export: pprof output is binary: give -o FILE.pb.gz or redirect stdout\n");
+    print_error("export: pprof output is binary: give -o FILE.pb.gz or redirect stdout");
     return kExitUsage;
   }
   Loaded L;
@@ -133,11 +131,11 @@ int run_pprof(const ExportOpts &o) {
   po.capture_path = o.file;
   std::string raw, gz, err;
   if (!exporter::build_pprof(L.r, *L.sym, po).SerializeToString(&raw)) {
-    fprintf(stderr, "heapsnap: could not serialize the profile (over 2 GiB?)\n");
+    print_error("could not serialize the profile (over 2 GiB?)");
     return kExitInput;
   }
   if (!exporter::gzip(raw, &gz, &err)) {
-    fprintf(stderr, "heapsnap: %s\n", err.c_str());
+    print_error("%s", err.c_str());
     return kExitInput;
   }
   print_notes(L);
@@ -174,7 +172,7 @@ int run_graph_json(const ExportOpts &o) {
   if (!o.output.empty() && o.output != "-") {
     out = fopen(o.output.c_str(), "w");
     if (!out) {
-      fprintf(stderr, "heapsnap export: cannot write %s: %s\n", o.output.c_str(), strerror(errno));
+      print_error("export: cannot write %s: %s", o.output.c_str(), strerror(errno));
       return kExitInput;
     }
   }
@@ -182,7 +180,7 @@ int run_graph_json(const ExportOpts &o) {
   if (out != stdout) ok = fclose(out) == 0 && ok;
   else fflush(stdout);
   if (!ok) {
-    fprintf(stderr, "heapsnap export: write failed\n");
+    print_error("export: writing %s failed", out == stdout ? "stdout" : o.output.c_str());
     return kExitInput;
   }
   return kExitOk;
@@ -203,8 +201,7 @@ int run_export(const ExportOpts &o) {
     if (o.format == f.name) return f.run(o);
   std::string known;
   for (const Format &f : kFormats) known += std::string(known.empty() ? "" : ", ") + f.name;
-  fprintf(stderr, "heapsnap export: --format '%s' is not implemented (formats: %s)\n", o.format.c_str(),
-          known.c_str());
+  print_error("export: --format '%s' is not implemented (formats: %s)", o.format.c_str(), known.c_str());
   return kExitUsage;
 }
 

@@ -12,6 +12,7 @@
 #include "cli/commands.h"
 #include "cli/format.h"
 #include "cli/progress.h"
+#include "cli/term_style.h"
 #include "replay/replay.h"
 #include "replay/stack_symbolizer.h"
 
@@ -51,13 +52,13 @@ bool load(const Common &c, bool with_peak, Loaded *out) {
   if (with_peak) {
     out->r = replay::replay_with_peak(c.file, &err, prog.callback());
     if (!err.empty()) {
-      fprintf(stderr, "heapsnap: %s\n", err.c_str());
+      print_error("%s", err.c_str());
       return false;
     }
   } else {
     auto reader = capture::CaptureReader::open(c.file, &err);
     if (!reader) {
-      fprintf(stderr, "heapsnap: %s\n", err.c_str());
+      print_error("%s", err.c_str());
       return false;
     }
     replay::ReplayOptions o;
@@ -66,7 +67,7 @@ bool load(const Common &c, bool with_peak, Loaded *out) {
   }
   prog.done();
   if (!out->r.have_process) {
-    fprintf(stderr, "heapsnap: %s: no process record: not a usable capture\n", c.file.c_str());
+    print_error("%s: no process record: not a usable capture", c.file.c_str());
     return false;
   }
   symbolize::SymbolizerOptions so;
@@ -128,10 +129,11 @@ json header_json(const Common &c, const replay::ReplayResult &r) {
 }
 
 void print_notes(const replay::ReplayResult &r, replay::StackSymbolizer &sym) {
+  std::string note = out_style(Style::kWarning, "note:");
   if (r.truncated)
-    printf("\nnote: the capture is truncated (no end record or damaged frames): figures cover what was read\n");
-  for (const auto &p : r.problems) printf("note: offset 0x%llx: %s\n", (unsigned long long)p.offset, p.what.c_str());
-  for (const auto &w : sym.warnings()) printf("note: %s\n", w.c_str());
+    printf("\n%s the capture is truncated (no end record or damaged frames): figures cover what was read\n", note.c_str());
+  for (const auto &p : r.problems) printf("%s offset 0x%llx: %s\n", note.c_str(), (unsigned long long)p.offset, p.what.c_str());
+  for (const auto &w : sym.warnings()) printf("%s %s\n", note.c_str(), w.c_str());
 }
 
 void print_stack(const Common &c, const std::vector<replay::DisplayFrame> &frames, const char *indent) {
@@ -141,7 +143,7 @@ void print_stack(const Common &c, const std::vector<replay::DisplayFrame> &frame
       printf("%s  ... %zu more\n", indent, frames.size() - c.stack_frames);
       break;
     }
-    printf("%s%s %s\n", indent, f.inlined ? "(inlined)" : "  at", f.label().c_str());
+    printf("%s%s %s\n", indent, f.inlined ? out_style(Style::kEstimate, "(inlined)").c_str() : "  at", f.label().c_str());
   }
 }
 
@@ -167,10 +169,6 @@ double metric(const replay::StackFigures &f, const std::string &by) {
 }
 
 int run_top(const TopOpts &o) {
-  if (o.by != "bytes" && o.by != "calls" && o.by != "peak" && o.by != "leaked") {
-    fprintf(stderr, "heapsnap top-allocators: --by '%s': expected bytes, calls, peak or leaked\n", o.by.c_str());
-    return kExitUsage;
-  }
   Loaded L;
   if (!load(o, true, &L)) return kExitInput;
   auto &r = L.r;
@@ -254,22 +252,30 @@ int run_top(const TopOpts &o) {
     return kExitOk;
   }
   bool est = r.sample_bytes() > 1;
-  printf("top allocation sites by %s%s — %s\n", o.by.c_str(),
-         est ? " (sampled estimates, ~)" : " (every allocation recorded)", o.file.c_str());
+  printf("%s%s — %s\n", out_style(Style::kHeading, "top allocation sites by " + o.by).c_str(),
+         out_style(Style::kEstimate, est ? " (sampled estimates, ~)" : " (every allocation recorded)").c_str(),
+         o.file.c_str());
   printf("exact: %s calls, %s allocated, peak %s, %s not freed\n\n",
          human_count(r.totals.alloc_calls()).c_str(), size_str(o, double(r.totals.bytes_allocated())).c_str(),
          size_str(o, double(r.totals.peak_heap_bytes())).c_str(), size_str(o, double(r.totals.heap_bytes())).c_str());
-  printf("%12s %12s %12s %12s  %s\n", "allocated", "calls", "at peak", "leaked", "site");
+  print_styled(Style::kHeader, "%12s %12s %12s %12s  %s\n", "allocated", "calls", "at peak", "leaked", "site");
+  // The column the table is ranked by is the one in colour.
+  auto cell = [&](const char *column, const std::string &text) {
+    char padded[64];
+    snprintf(padded, sizeof(padded), "%12s", text.c_str());
+    return o.by == column ? out_style(Style::kSize, padded) : std::string(padded);
+  };
   for (SiteRow *row : rows) {
-    printf("%12s %12s %12s %12s  %s\n", size_str(o, row->sum.alloc_bytes).c_str(),
-           count_str(row->sum.alloc_calls).c_str(), size_str(o, row->sum.peak_bytes).c_str(),
-           size_str(o, row->sum.live_bytes).c_str(), row->key.c_str());
+    printf("%s %s %s %s  %s\n", cell("bytes", size_str(o, row->sum.alloc_bytes)).c_str(),
+           cell("calls", count_str(row->sum.alloc_calls)).c_str(), cell("peak", size_str(o, row->sum.peak_bytes)).c_str(),
+           cell("leaked", size_str(o, row->sum.live_bytes)).c_str(), row->key.c_str());
     if (row->sum.reallocs)
       printf("%12s %s reallocs: %s moved, %s in place\n", "", human_count(row->sum.reallocs).c_str(),
              human_count(row->sum.realloc_moves).c_str(),
              human_count(row->sum.reallocs - row->sum.realloc_moves).c_str());
     for (size_t i = 0; i < row->stacks.size() && i < o.stacks_per_site; ++i) {
-      printf("%12s %s of it from:\n", "", size_str(o, metric(*row->stacks[i].second, o.by == "calls" ? "bytes" : o.by)).c_str());
+      printf("%12s %s of it from:\n", "",
+             out_style(Style::kSize, size_str(o, metric(*row->stacks[i].second, o.by == "calls" ? "bytes" : o.by))).c_str());
       auto frames = L.sym->stack(r.stacks, row->stacks[i].first);
       print_stack(o, frames, "              ");
     }
@@ -344,25 +350,29 @@ int run_live(const Common &o, bool at_peak) {
   }
   bool est = r.sample_bytes() > 1;
   if (at_peak) {
-    printf("heap at its peak — %s\n", o.file.c_str());
+    printf("%s — %s\n", out_style(Style::kHeading, "heap at its peak").c_str(), o.file.c_str());
     printf("exact peak %s at %s; live blocks below are %s at %s\n\n",
-           size_str(o, double(r.totals.peak_heap_bytes())).c_str(),
+           out_style(Style::kSize, size_str(o, double(r.totals.peak_heap_bytes()))).c_str(),
            human_duration(double(r.totals.peak_time_ns()) / 1e9).c_str(),
-           est ? "sampled estimates (~)" : "every block", human_duration(double(r.sampled_peak_time_ns) / 1e9).c_str());
+           out_style(Style::kEstimate, est ? "sampled estimates (~)" : "every block").c_str(),
+           human_duration(double(r.sampled_peak_time_ns) / 1e9).c_str());
   } else {
-    printf("not freed at exit — %s\n", o.file.c_str());
+    printf("%s — %s\n", out_style(Style::kHeading, "not freed at exit").c_str(), o.file.c_str());
     printf("exact: %s blocks, %s%s\n\n", human_count(r.totals.live_blocks()).c_str(),
-           size_str(o, double(r.totals.heap_bytes())).c_str(),
-           r.ended ? "" : " (as of the last flush: the capture has no end)");
-    if (est) printf("stacks below are sampled estimates (~); record with --sample-bytes 1 for every leak\n\n");
+           out_style(Style::kSize, size_str(o, double(r.totals.heap_bytes()))).c_str(),
+           r.ended ? "" : out_style(Style::kWarning, " (as of the last flush: the capture has no end)").c_str());
+    if (est)
+      print_styled(Style::kEstimate, "stacks below are sampled estimates (~); record with --sample-bytes 1 for every leak\n\n");
   }
   for (const Row &row : rows) {
-    printf("%s in %s blocks from:\n", size_str(o, row.bytes).c_str(), count_str(row.blocks).c_str());
+    printf("%s in %s blocks from:\n", out_style(Style::kSize, size_str(o, row.bytes)).c_str(), count_str(row.blocks).c_str());
     print_stack(o, L.sym->stack(r.stacks, row.id), "  ");
   }
-  if (all > rows.size()) printf("... %zu more stacks (-n to show more)\n", all - rows.size());
+  if (all > rows.size()) print_styled(Style::kEstimate, "... %zu more stacks (-n to show more)\n", all - rows.size());
   if (all == 0) printf("(no %s)\n", at_peak ? "sampled blocks live at the peak" : "sampled block left allocated");
-  printf("\ntotal%s: %s in %s blocks\n", est ? " (estimated)" : "", size_str(o, total_bytes).c_str(), count_str(total_blocks).c_str());
+  printf("\n%s%s: %s in %s blocks\n", out_style(Style::kHeading, "total").c_str(),
+         out_style(Style::kEstimate, est ? " (estimated)" : "").c_str(), out_style(Style::kSize, size_str(o, total_bytes)).c_str(),
+         count_str(total_blocks).c_str());
   print_notes(r, *L.sym);
   (void)what;
   return kExitOk;
@@ -391,20 +401,21 @@ int run_timeline(const Common &o, size_t rows_wanted) {
     std::cout << j.dump(2) << "\n";
     return kExitOk;
   }
-  printf("heap over time — %s (exact heap from the shim's totals)\n\n", o.file.c_str());
+  printf("%s — %s (exact heap from the shim's totals)\n\n", out_style(Style::kHeading, "heap over time").c_str(), o.file.c_str());
   int64_t peak = 1;
   for (const auto &p : r.timeline) peak = std::max(peak, p.heap_bytes);
   size_t n = r.timeline.size();
   size_t step = n > rows_wanted ? (n + rows_wanted - 1) / rows_wanted : 1;
-  printf("%9s %12s %12s  %s\n", "time", "heap", "rss", "");
+  print_styled(Style::kHeader, "%9s %12s %12s\n", "time", "heap", "rss");
   for (size_t i = 0; i < n; i += step) {
     const auto &p = r.timeline[i];
     int bar = int(40.0 * double(p.heap_bytes) / double(peak));
-    printf("%9s %12s %12s  %s\n", human_duration(double(p.time_ns) / 1e9).c_str(),
-           size_str(o, double(p.heap_bytes)).c_str(), size_str(o, double(p.rss_bytes)).c_str(),
+    printf("%9s %s %12s  %s\n", human_duration(double(p.time_ns) / 1e9).c_str(),
+           out_style(Style::kSize, size_str(o, double(p.heap_bytes)), 12).c_str(), size_str(o, double(p.rss_bytes)).c_str(),
            std::string(size_t(std::max(0, bar)), '#').c_str());
   }
-  printf("\npeak %s at %s\n", size_str(o, double(r.totals.peak_heap_bytes())).c_str(),
+  printf("\n%s %s at %s\n", out_style(Style::kHeading, "peak").c_str(),
+         out_style(Style::kSize, size_str(o, double(r.totals.peak_heap_bytes()))).c_str(),
          human_duration(double(r.totals.peak_time_ns()) / 1e9).c_str());
   for (const auto &m : r.markers) printf("marker at %s: %s\n", human_duration(double(m.time_ns) / 1e9).c_str(), m.text.c_str());
   for (const auto &s : r.snapshots)
@@ -421,7 +432,8 @@ void add_replay_commands(CLI::App &app, int *rc) {
     auto o = std::make_shared<TopOpts>();
     CLI::App *cmd = app.add_subcommand("top-allocators", "Allocation sites ranked by bytes, calls, bytes live at the peak, or bytes leaked.");
     add_common(cmd, *o);
-    cmd->add_option("--by", o->by, "bytes (default), calls, peak or leaked");
+    cmd->add_option("--by", o->by, "bytes (default), calls, peak or leaked")
+        ->check(CLI::IsMember({"bytes", "calls", "peak", "leaked"}));
     cmd->add_option("--stacks", o->stacks_per_site, "heaviest stacks shown per site (default 2)");
     cmd->footer("Examples:\n  heapsnap top-allocators app.hsnap -n 10\n  heapsnap top-allocators --by leaked --json app.hsnap");
     cmd->callback([o, rc] { *rc = run_top(*o); });
@@ -437,6 +449,8 @@ void add_replay_commands(CLI::App &app, int *rc) {
     auto o = std::make_shared<Common>();
     CLI::App *cmd = app.add_subcommand("peak", "What was live when the heap was at its peak, grouped by allocation stack.");
     add_common(cmd, *o);
+    cmd->footer("The peak itself is exact; the blocks live then are sampled estimates unless recorded with --sample-bytes 1.\n"
+                "Examples:\n  heapsnap peak app.hsnap -n 5\n  heapsnap peak --match libfoo --json app.hsnap");
     cmd->callback([o, rc] { *rc = run_live(*o, true); });
   }
   {
@@ -445,6 +459,7 @@ void add_replay_commands(CLI::App &app, int *rc) {
     CLI::App *cmd = app.add_subcommand("timeline", "Heap and RSS over time, with markers and snapshots.");
     add_common(cmd, *o);
     cmd->add_option("--rows", *rows, "rows of the text chart (default 30)");
+    cmd->footer("Examples:\n  heapsnap timeline app.hsnap --rows 60\n  heapsnap timeline --json app.hsnap | jq '.points[-1]'");
     cmd->callback([o, rows, rc] { *rc = run_timeline(*o, *rows); });
   }
 }

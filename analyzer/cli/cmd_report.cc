@@ -11,6 +11,7 @@
 #include "cli/commands.h"
 #include "cli/format.h"
 #include "cli/progress.h"
+#include "cli/term_style.h"
 #include "report/html_page.h"
 #include "report/report_data.h"
 
@@ -35,13 +36,13 @@ std::string default_output(const std::string &capture) {
 int run_report(ReportArgs a) {
   auto &o = a.opts;
   if (o.flame.max_nodes < 2 || o.icicle.max_nodes < 1) {
-    fprintf(stderr, "heapsnap report: --max-flame-nodes must be at least 2 and --max-tree-nodes at least 1\n");
+    print_error("report: --max-flame-nodes must be at least 2 and --max-tree-nodes at least 1");
     return kExitUsage;
   }
   o.follow_interior = a.interior == "on";
   std::string output = a.output.empty() ? default_output(o.file) : a.output;
   if (output == o.file) {
-    fprintf(stderr, "heapsnap report: the output would overwrite the capture: give -o FILE.html\n");
+    print_error("report: the output would overwrite the capture: give -o FILE.html");
     return kExitUsage;
   }
   // One progress line per phase, on a terminal only.
@@ -60,20 +61,20 @@ int run_report(ReportArgs a) {
   bool ok = report::build_report_data(o, &data, &err);
   prog.reset();
   if (!ok) {
-    fprintf(stderr, "heapsnap: %s\n", err.c_str());
+    print_error("%s", err.c_str());
     return kExitInput;
   }
   std::string html = report::render_html(data);
   bool to_stdout = output == "-";
   FILE *f = to_stdout ? stdout : fopen(output.c_str(), "wb");
   if (!f) {
-    fprintf(stderr, "heapsnap: %s: %s\n", output.c_str(), strerror(errno));
+    print_error("%s: %s", output.c_str(), strerror(errno));
     return kExitInput;
   }
   bool written = fwrite(html.data(), 1, html.size(), f) == html.size();
   written = (to_stdout ? fflush(f) : fclose(f)) == 0 && written;
   if (!written) {
-    fprintf(stderr, "heapsnap: writing %s: %s\n", output.c_str(), strerror(errno));
+    print_error("writing %s: %s", output.c_str(), strerror(errno));
     if (!to_stdout) remove(output.c_str());
     return kExitInput;
   }
@@ -83,7 +84,7 @@ int run_report(ReportArgs a) {
             human_bytes(double(html.size())).c_str(), human_count(b["flame_nodes"].get<uint64_t>()).c_str(),
             human_count(b["flame_nodes_full"].get<uint64_t>()).c_str(), data["snapshots"].size(),
             data["snapshots"].size() == 1 ? "" : "s");
-    for (const auto &n : data["notes"]) fprintf(stderr, "heapsnap: note: %s\n", n.get<std::string>().c_str());
+    for (const auto &n : data["notes"]) print_note("%s", n.get<std::string>().c_str());
   }
   return kExitOk;
 }

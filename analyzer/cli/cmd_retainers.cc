@@ -1,7 +1,11 @@
 // Snapshot queries over the dominator tree: top-retainers, dominators, path, suspects, diff.
 #include <nlohmann/json.hpp>
 
+#include <sys/resource.h>
+
 #include <algorithm>
+#include <cerrno>
+#include <chrono>
 #include <cstdio>
 #include <deque>
 #include <iostream>
@@ -11,6 +15,7 @@
 #include "cli/commands.h"
 #include "cli/format.h"
 #include "cli/snapshot_args.h"
+#include "cli/term_style.h"
 #include "replay/replay.h"
 #include "replay/stack_symbolizer.h"
 #include "snapshot/object_graph.h"
@@ -28,6 +33,34 @@ std::string hex(uint64_t v) {
   return b;
 }
 
+// --stats: sizes, the time of each step and memory per node, printed on stderr when the query
+// is done (on destruction: the Context's last member, so it goes before the big arrays do).
+struct GraphStatsReport {
+  snapshot::GraphStats st;
+  std::chrono::steady_clock::time_point start, graph_done = std::chrono::steady_clock::now();
+  double read_s;  // choosing and loading the snapshot
+  GraphStatsReport(const snapshot::GraphStats &s, std::chrono::steady_clock::time_point t0, double read)
+      : st(s), start(t0), read_s(read) {}
+  ~GraphStatsReport() {
+    const auto now = std::chrono::steady_clock::now();
+    const double query_s = std::chrono::duration<double>(now - graph_done).count();
+    const double total_s = std::chrono::duration<double>(now - start).count();
+    rusage ru{};
+    getrusage(RUSAGE_SELF, &ru);
+    const double peak = double(ru.ru_maxrss) * 1024.0, n = double(st.nodes);
+    fprintf(stderr,
+            "graph: %s nodes, %s edges, %s reachable; read %.3f s, build %.3f s, dominators %.3f s, retained %.3f s, "
+            "query %.3f s, total %.3f s\n"
+            "memory: peak RSS %.0f MB (%.1f B/node); snapshot %.1f B/node, graph %.1f B/node (%.1f B/edge), "
+            "dominators %.1f B/node, retained %.1f B/node\n",
+            human_count(st.nodes).c_str(), human_count(st.edges).c_str(), human_count(st.reachable).c_str(), read_s,
+            st.build_s, st.dominators_s, st.retained_s, query_s, total_s, peak / 1e6, peak / n,
+            double(st.snapshot_bytes) / n, double(st.graph_bytes) / n,
+            st.edges ? double(st.target_bytes) / double(st.edges) : 0.0,
+            double(st.dominator_bytes) / n, double(st.retained_bytes) / n);
+  }
+};
+
 // Everything a query needs: the snapshot, its graph, and labels for blocks.
 struct Context {
   SnapshotArgs args;
@@ -35,8 +68,11 @@ struct Context {
   ObjectGraph graph;
   replay::ReplayResult capture;  // modules and stacks (no events replayed)
   std::unique_ptr<replay::StackSymbolizer> sym;
+  std::unique_ptr<GraphStatsReport> stats;  // --stats; last, so that it prints first
 
   std::string sz(double b) const { return args.raw_bytes ? std::to_string(uint64_t(b + 0.5)) : human_bytes(b); }
+  // The same in the size colour, padded to `width` first (see out_style).
+  std::string szc(double b, int width = 0) const { return out_style(Style::kSize, sz(b), width); }
   std::string site_label(uint32_t block) {
     const auto &f = sym->frames_of(snap.call_site[block]);
     return f.empty() ? hex(snap.call_site[block]) : f[0].label();
@@ -76,12 +112,20 @@ struct Context {
 };
 
 bool load(const SnapshotArgs &a, Context *c, bool with_children, bool print_stats, bool need_edges = false) {
+  const auto start = std::chrono::steady_clock::now();
   c->args = a;
   snapshot::LoadOptions lo;
   lo.identity = false;
   lo.edge_offsets = need_edges;
   if (!load_chosen_snapshot(a, &c->snap, lo)) return false;
-  c->graph = snapshot::build_object_graph(c->snap, a.interior == "on", with_children, !need_edges);
+  const double read_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  snapshot::GraphOptions go;
+  go.follow_interior = a.interior == "on";
+  go.with_children = with_children;
+  go.release_edges = !need_edges;
+  go.keep_csr = need_edges;  // only path walks the edges after the dominators
+  c->graph = snapshot::build_object_graph(c->snap, go);
+  if (print_stats) c->stats = std::make_unique<GraphStatsReport>(c->graph.stats, start, read_s);
   std::string err;
   if (auto reader = capture::CaptureReader::open(a.file, &err)) {
     replay::ReplayOptions o;
@@ -91,17 +135,6 @@ bool load(const SnapshotArgs &a, Context *c, bool with_children, bool print_stat
   symbolize::SymbolizerOptions so;
   if (!a.debug_dirs.empty()) so.debug_dirs = a.debug_dirs;
   c->sym = std::make_unique<replay::StackSymbolizer>(c->capture.modules, so);
-  if (print_stats) {
-    const auto &st = c->graph.stats;
-    double n = double(st.nodes);
-    fprintf(stderr,
-            "graph: %s nodes, %s edges, %s reachable; build %.3f s, dominators %.3f s, retained %.3f s\n"
-            "memory: snapshot %.1f B/node, graph %.1f B/node (%.1f B/edge), dominators %.1f B/node, retained %.1f B/node\n",
-            human_count(st.nodes).c_str(), human_count(st.edges).c_str(), human_count(st.reachable).c_str(), st.build_s,
-            st.dominators_s, st.retained_s, double(st.snapshot_bytes) / n, double(st.graph_bytes) / n,
-            st.edges ? double(c->graph.csr.targets.capacity() * 4) / double(st.edges) : 0.0, double(st.dominator_bytes) / n,
-            double(st.retained_bytes) / n);
-  }
   return true;
 }
 
@@ -114,10 +147,6 @@ struct TopArgs : SnapshotArgs {
 };
 
 int run_top(const TopArgs &a) {
-  if (a.by != "object" && a.by != "site") {
-    fprintf(stderr, "heapsnap top-retainers: --by '%s': expected object or site\n", a.by.c_str());
-    return kExitUsage;
-  }
   Context c;
   if (!load(a, &c, a.by == "site", a.stats)) return kExitInput;
   const auto &g = c.graph;
@@ -129,6 +158,7 @@ int run_top(const TopArgs &a) {
   out["blocks"] = c.snap.blocks();
   if (a.by == "object") {
     std::vector<uint32_t> nodes;
+    nodes.reserve(g.dom.preorder.size());  // the reachable nodes: no regrowth (10^8 of them)
     for (uint32_t v = 1; v < g.csr.num_nodes; ++v)
       if (g.retained.count[v]) nodes.push_back(v);
     size_t k = std::min(a.limit, nodes.size());
@@ -136,9 +166,11 @@ int run_top(const TopArgs &a) {
                       [&](uint32_t x, uint32_t y) { return g.retained.bytes[x] > g.retained.bytes[y]; });
     nodes.resize(k);
     if (!a.json) {
-      printf("top retainers of snapshot %u (%s) — %s reachable in %s blocks\n\n", c.snap.info.index,
-             snapshot::trigger_name(c.snap.info.trigger), c.sz(double(total)).c_str(), human_count(c.snap.blocks()).c_str());
-      printf("%12s %7s %12s %10s  %s\n", "retained", "%", "shallow", "blocks", "object");
+      printf("%s — %s reachable in %s blocks\n\n",
+             out_style(Style::kHeading, "top retainers of snapshot " + std::to_string(c.snap.info.index) + " (" +
+                                            snapshot::trigger_name(c.snap.info.trigger) + ")").c_str(),
+             c.szc(double(total)).c_str(), human_count(c.snap.blocks()).c_str());
+      print_styled(Style::kHeader, "%12s %7s %12s %10s  %s\n", "retained", "%", "shallow", "blocks", "object");
     }
     json arr = json::array();
     for (uint32_t v : nodes) {
@@ -155,7 +187,7 @@ int run_top(const TopArgs &a) {
         arr.push_back(o);
         continue;
       }
-      printf("%12s %6.1f%% %12s %10s  %s at %s\n", c.sz(double(g.retained.bytes[v])).c_str(), pct,
+      printf("%s %6.1f%% %12s %10s  %s at %s\n", c.szc(double(g.retained.bytes[v]), 12).c_str(), pct,
              c.sz(double(c.snap.size[b])).c_str(), human_count(g.retained.count[v]).c_str(), hex(c.snap.addr[b]).c_str(),
              c.site_label(b).c_str());
       printf("%48s held by %s\n", "", c.root_label(v).c_str());
@@ -210,8 +242,10 @@ int run_top(const TopArgs &a) {
   std::sort(order.begin(), order.end(), [&](uint32_t x, uint32_t y) { return retained[x] > retained[y]; });
   if (order.size() > a.limit) order.resize(a.limit);
   if (!a.json) {
-    printf("top retaining sites of snapshot %u — %s reachable\n\n", c.snap.info.index, c.sz(double(total)).c_str());
-    printf("%12s %7s %12s %10s  %s\n", "retained", "%", "shallow", "blocks", "allocation site");
+    printf("%s — %s reachable\n\n",
+           out_style(Style::kHeading, "top retaining sites of snapshot " + std::to_string(c.snap.info.index)).c_str(),
+           c.szc(double(total)).c_str());
+    print_styled(Style::kHeader, "%12s %7s %12s %10s  %s\n", "retained", "%", "shallow", "blocks", "allocation site");
   }
   json arr = json::array();
   for (uint32_t s : order) {
@@ -226,7 +260,7 @@ int run_top(const TopArgs &a) {
       arr.push_back(o);
       continue;
     }
-    printf("%12s %6.1f%% %12s %10s  %s\n", c.sz(double(retained[s])).c_str(),
+    printf("%s %6.1f%% %12s %10s  %s\n", c.szc(double(retained[s]), 12).c_str(),
            total ? 100.0 * double(retained[s]) / double(total) : 0.0, c.sz(double(shallow[s])).c_str(),
            human_count(count[s]).c_str(), c.site_label(b).c_str());
   }
@@ -260,7 +294,7 @@ bool parse_size_arg(const std::string &s, uint64_t *out) {
 int run_dominators(const DomArgs &a) {
   uint64_t min_bytes = 0;
   if (!parse_size_arg(a.min_bytes, &min_bytes)) {
-    fprintf(stderr, "heapsnap dominators: --min-bytes '%s': expected a size\n", a.min_bytes.c_str());
+    print_error("dominators --min-bytes '%s': expected a size (e.g. 4096, 64K, 1M)", a.min_bytes.c_str());
     return kExitUsage;
   }
   Context c;
@@ -303,7 +337,7 @@ int run_dominators(const DomArgs &a) {
       o["retained_bytes"] = gr->retained;
       if (!a.json)
         printf("%*s%s  %s retained, %s objects, %s shallow\n", level * 2, "", c.site_label(gr->example).c_str(),
-               c.sz(double(gr->retained)).c_str(), human_count(gr->count).c_str(), c.sz(double(gr->shallow)).c_str());
+               c.szc(double(gr->retained)).c_str(), human_count(gr->count).c_str(), c.sz(double(gr->shallow)).c_str());
       if (level + 1 < a.depth) {
         json kids = expand(gr->nodes, level + 1);
         if (!kids.empty()) o["children"] = kids;
@@ -313,8 +347,10 @@ int run_dominators(const DomArgs &a) {
     return arr;
   };
   if (!a.json)
-    printf("dominator tree of snapshot %u grouped by allocation site (%s reachable)\n\n", c.snap.info.index,
-           c.sz(double(g.total_bytes())).c_str());
+    printf("%s (%s reachable)\n\n",
+           out_style(Style::kHeading, "dominator tree of snapshot " + std::to_string(c.snap.info.index) +
+                                          " grouped by allocation site").c_str(),
+           c.szc(double(g.total_bytes())).c_str());
   json tree = expand({0}, 0);
   if (a.json) {
     json out;
@@ -334,12 +370,18 @@ struct PathArgs : SnapshotArgs {
 };
 
 int run_path(const PathArgs &a) {
-  uint64_t target_addr = strtoull(a.address.c_str(), nullptr, 0);
+  char *end = nullptr;
+  errno = 0;
+  uint64_t target_addr = strtoull(a.address.c_str(), &end, 0);
+  if (a.address.empty() || *end || errno) {
+    print_error("path: '%s' is not an address (e.g. 0x55d0c2a8e2a0)", a.address.c_str());
+    return kExitUsage;
+  }
   Context c;
   if (!load(a, &c, false, false, true)) return kExitInput;
   uint32_t target = c.snap.find(target_addr);
   if (target == UINT32_MAX) {
-    fprintf(stderr, "heapsnap path: no live block contains %s in snapshot %u\n", a.address.c_str(), c.snap.info.index);
+    print_error("path: no live block contains %s in snapshot %u", a.address.c_str(), c.snap.info.index);
     return kExitInput;
   }
   const auto &g = c.graph;
@@ -387,7 +429,8 @@ int run_path(const PathArgs &a) {
       break;
     }
   if (!a.json)
-    printf("path to %s (%u hops)\n  root: %s %s at %s (+%llu)\n", hex(c.snap.addr[target]).c_str(), unsigned(chain.size()),
+    printf("%s (%u hops)\n  root: %s %s at %s (+%llu)\n",
+           out_style(Style::kHeading, "path to " + hex(c.snap.addr[target])).c_str(), unsigned(chain.size()),
            snapshot::root_kind_name(rr.kind), rr.name.c_str(), hex(rr.start + root_off).c_str(),
            (unsigned long long)root_off);
   out["root"] = {{"kind", snapshot::root_kind_name(rr.kind)}, {"name", rr.name}, {"detail", rr.detail},
@@ -408,10 +451,10 @@ int run_path(const PathArgs &a) {
         }
       h["next_at_offset"] = off;
       if (!a.json)
-        printf("  -> %s (%s) %s, field +%u ->\n", hex(c.snap.addr[b]).c_str(), c.sz(double(c.snap.size[b])).c_str(),
+        printf("  -> %s (%s) %s, field +%u ->\n", hex(c.snap.addr[b]).c_str(), c.szc(double(c.snap.size[b])).c_str(),
                c.site_label(b).c_str(), off);
     } else if (!a.json) {
-      printf("  -> %s (%s) %s  [target]\n", hex(c.snap.addr[b]).c_str(), c.sz(double(c.snap.size[b])).c_str(),
+      printf("  -> %s (%s) %s  [target]\n", hex(c.snap.addr[b]).c_str(), c.szc(double(c.snap.size[b])).c_str(),
              c.site_label(b).c_str());
     }
     hops.push_back(h);
@@ -430,7 +473,9 @@ int run_suspects(const SnapshotArgs &a) {
   const auto &g = c.graph;
   uint64_t total = g.total_bytes();
   json arr = json::array();
-  if (!a.json) printf("leak suspects in snapshot %u (%s reachable)\n", c.snap.info.index, c.sz(double(total)).c_str());
+  if (!a.json)
+    printf("%s (%s reachable)\n", out_style(Style::kHeading, "leak suspects in snapshot " + std::to_string(c.snap.info.index)).c_str(),
+           c.szc(double(total)).c_str());
   // A suspect is an object retaining over 10% of the heap; from it, follow the biggest dominated
   // child while that child keeps at least 70% of its parent's retained bytes: where that stops is
   // the accumulation point (MAT's rule).
@@ -478,11 +523,12 @@ int run_suspects(const SnapshotArgs &a) {
     s["accumulation_point"] = ap;
     arr.push_back(s);
     if (!a.json) {
-      printf("\nsuspect %d: %s at %s retains %s (%.0f%% of the heap), held by %s\n", ++n,
-             c.site_label(b).c_str(), hex(c.snap.addr[b]).c_str(), c.sz(double(g.retained.bytes[v])).c_str(),
+      printf("\n%s %s at %s retains %s (%.0f%% of the heap), held by %s\n",
+             out_style(Style::kHeading, "suspect " + std::to_string(++n) + ":").c_str(), c.site_label(b).c_str(),
+             hex(c.snap.addr[b]).c_str(), c.szc(double(g.retained.bytes[v])).c_str(),
              100.0 * double(g.retained.bytes[v]) / double(total ? total : 1), c.root_label(v).c_str());
       printf("  accumulation point: %s at %s, retaining %s in %zu direct children:\n", c.site_label(ab).c_str(),
-             hex(c.snap.addr[ab]).c_str(), c.sz(double(g.retained.bytes[acc])).c_str(), g.children.successors(acc).size());
+             hex(c.snap.addr[ab]).c_str(), c.szc(double(g.retained.bytes[acc])).c_str(), g.children.successors(acc).size());
       std::vector<std::pair<uint64_t, std::pair<uint64_t, uint64_t>>> rows(kids.begin(), kids.end());
       std::sort(rows.begin(), rows.end(), [](auto &x, auto &y) { return x.second.second > y.second.second; });
       for (size_t i = 0; i < rows.size() && i < 5; ++i) {
@@ -531,7 +577,7 @@ bool split_spec(const std::string &spec, std::string *file, int *index) {
 int run_diff(const DiffArgs &d) {
   SnapshotArgs sa, sb;
   if (!split_spec(d.a, &sa.file, &sa.snapshot) || !split_spec(d.b, &sb.file, &sb.snapshot)) {
-    fprintf(stderr, "heapsnap diff: expected FILE[:INDEX] FILE[:INDEX]\n");
+    print_error("diff: expected FILE[:INDEX] FILE[:INDEX]");
     return kExitUsage;
   }
   HeapSnapshot x, y;
@@ -589,10 +635,14 @@ int run_diff(const DiffArgs &d) {
     return kExitOk;
   }
   auto sz = [&](int64_t b) { return d.raw_bytes ? std::to_string(b) : (b >= 0 ? "+" : "") + human_bytes(double(b)); };
-  printf("heap growth by allocation site: %s -> %s: %s in %+lld blocks\n\n", d.a.c_str(), d.b.c_str(), sz(dbytes).c_str(),
-         (long long)dcount);
-  printf("%14s %10s  %s\n", "bytes", "blocks", "site");
-  for (auto &[site, r] : v) printf("%14s %+10lld  %s\n", sz(r.bytes).c_str(), (long long)r.count, label(site).c_str());
+  // Growth is what a diff is read for: it stands out; what shrank is green.
+  auto change = [&](int64_t b, int width) {
+    return out_style(b > 0 ? Style::kGrowth : b < 0 ? Style::kShrink : Style::kSize, sz(b), width);
+  };
+  printf("%s: %s -> %s: %s in %+lld blocks\n\n", out_style(Style::kHeading, "heap growth by allocation site").c_str(),
+         d.a.c_str(), d.b.c_str(), change(dbytes, 0).c_str(), (long long)dcount);
+  print_styled(Style::kHeader, "%14s %10s  %s\n", "bytes", "blocks", "site");
+  for (auto &[site, r] : v) printf("%s %+10lld  %s\n", change(r.bytes, 14).c_str(), (long long)r.count, label(site).c_str());
   return kExitOk;
 }
 
@@ -603,7 +653,7 @@ void add_retainer_commands(CLI::App &app, int *rc) {
     auto a = std::make_shared<TopArgs>();
     CLI::App *cmd = app.add_subcommand("top-retainers", "Objects (or allocation sites) that keep the most memory alive: retained vs shallow bytes.");
     add_snapshot_args(cmd, *a);
-    cmd->add_option("--by", a->by, "object (default) or site");
+    cmd->add_option("--by", a->by, "object (default) or site")->check(CLI::IsMember({"object", "site"}));
     cmd->add_flag("--stats", a->stats, "print graph sizes, timings and memory per node on stderr");
     cmd->add_option("--frames", a->frames, "stack frames per object (default 6)");
     cmd->footer("Examples:\n  heapsnap top-retainers app.hsnap -n 10\n  heapsnap top-retainers --by site --json app.hsnap");
@@ -615,6 +665,7 @@ void add_retainer_commands(CLI::App &app, int *rc) {
     add_snapshot_args(cmd, *a);
     cmd->add_option("--depth", a->depth, "levels to expand (default 4)");
     cmd->add_option("--min-bytes", a->min_bytes, "hide groups retaining less (e.g. 1M)");
+    cmd->footer("Examples:\n  heapsnap dominators app.hsnap --depth 3 --min-bytes 1M\n  heapsnap dominators --snapshot 2 --json app.hsnap");
     cmd->callback([a, rc] { *rc = run_dominators(*a); });
   }
   {
@@ -622,12 +673,15 @@ void add_retainer_commands(CLI::App &app, int *rc) {
     CLI::App *cmd = app.add_subcommand("path", "Shortest chain of pointers from a root to the block at ADDRESS.");
     add_snapshot_args(cmd, *a);
     cmd->add_option("address", a->address, "an address inside the block (e.g. 0x55d0c2a8e2a0)")->required();
+    cmd->footer("Addresses come from top-retainers, suspects or export --format graph-json.\n"
+                "Example: heapsnap path app.hsnap 0x55d0c2a8e2a0");
     cmd->callback([a, rc] { *rc = run_path(*a); });
   }
   {
     auto a = std::make_shared<SnapshotArgs>();
     CLI::App *cmd = app.add_subcommand("suspects", "Leak suspects, MAT-style: objects retaining over 10% of the heap and where they accumulate.");
     add_snapshot_args(cmd, *a);
+    cmd->footer("Examples:\n  heapsnap suspects app.hsnap\n  heapsnap suspects --snapshot 0 --json app.hsnap");
     cmd->callback([a, rc] { *rc = run_suspects(*a); });
   }
   {

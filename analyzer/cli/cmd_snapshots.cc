@@ -6,6 +6,7 @@
 
 #include "cli/commands.h"
 #include "cli/format.h"
+#include "cli/term_style.h"
 #include "snapshot/heap_snapshot.h"
 
 namespace heapsnap::cli {
@@ -55,10 +56,10 @@ int dump(const Options &o, capture::CaptureReader &reader) {
   std::string err;
   bool ok = snapshot::load_snapshot(reader, uint32_t(o.dump), &s, &err);
   if (!ok) {
-    fprintf(stderr, "heapsnap: %s\n", err.c_str());
+    print_error("%s", err.c_str());
     return kExitInput;
   }
-  if (!err.empty()) fprintf(stderr, "heapsnap: warning: %s\n", err.c_str());
+  if (!err.empty()) print_warning("%s", err.c_str());
   json j = info_json(s.info);
   json blocks = json::array();
   for (uint32_t b = 0; b < s.blocks(); ++b) {
@@ -86,7 +87,7 @@ int run(const Options &o) {
   std::string err;
   auto reader = capture::CaptureReader::open(o.file, &err);
   if (!reader) {
-    fprintf(stderr, "heapsnap: %s\n", err.c_str());
+    print_error("%s", err.c_str());
     return kExitInput;
   }
   if (o.dump >= 0) return dump(o, *reader);
@@ -101,18 +102,18 @@ int run(const Options &o) {
     printf("no snapshots in %s (record with --snapshot-at-exit, --snapshot-on-signal, ...)\n", o.file.c_str());
     return kExitOk;
   }
-  printf("%3s %9s %-14s %12s %12s %12s %10s %10s  %s\n", "#", "time", "trigger", "blocks", "bytes", "edges",
-         "pause", "scan", "label");
+  print_styled(Style::kHeader, "%3s %9s %-14s %12s %12s %12s %10s %10s  %s\n", "#", "time", "trigger", "blocks", "bytes",
+               "edges", "pause", "scan", "label");
   for (const auto &s : list) {
     bool complete = s.have_begin && s.have_end && s.end.complete();
-    printf("%3u %9s %-14s %12s %12s %12s %10s %10s  %s%s\n", s.index, human_duration(double(s.time_ns) / 1e9).c_str(),
+    printf("%3u %9s %-14s %12s %s %12s %10s %10s  %s%s\n", s.index, human_duration(double(s.time_ns) / 1e9).c_str(),
            snapshot::trigger_name(s.trigger), human_count(s.end.blocks()).c_str(),
-           human_bytes(double(s.end.bytes())).c_str(), human_count(s.end.edges()).c_str(),
+           out_style(Style::kSize, human_bytes(double(s.end.bytes())), 12).c_str(), human_count(s.end.edges()).c_str(),
            human_duration(double(s.pause_ns) / 1e9).c_str(), human_duration(double(s.end.scan_ns()) / 1e9).c_str(),
-           s.label.c_str(), complete ? "" : "  [INCOMPLETE]");
+           s.label.c_str(), complete ? "" : out_style(Style::kWarning, "  [INCOMPLETE]").c_str());
     if (!complete) {
       std::string why = !s.end.error().empty() ? s.end.error() : "the snapshot child did not finish";
-      printf("      %s\n", why.c_str());
+      printf("      %s\n", out_style(Style::kWarning, why).c_str());
     }
   }
   return kExitOk;

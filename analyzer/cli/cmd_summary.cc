@@ -6,6 +6,7 @@
 
 #include "cli/commands.h"
 #include "cli/format.h"
+#include "cli/term_style.h"
 #include "replay/capture_summary.h"
 
 namespace heapsnap::cli {
@@ -58,53 +59,62 @@ nlohmann::ordered_json to_json(const replay::CaptureSummary &s) {
 
 void print_text(const std::string &file, const replay::CaptureSummary &s) {
   const wire::Totals &t = s.totals;
+  // Left-hand labels are the headings; figures in bytes stand out in the size colour.
+  auto label = [](const char *l) { return out_style(Style::kHeading, l, -12); };
+  auto bytes = [](double b) { return out_style(Style::kSize, human_bytes(b)); };
   std::string args;
   for (int i = 0; i < s.process.argv_size(); ++i) args += (i ? " " : "") + s.process.argv(i);
-  printf("capture     %s (%s, %s frames)\n", file.c_str(), human_bytes(double(s.file_bytes)).c_str(),
+  printf("%s%s (%s, %s frames)\n", label("capture").c_str(), file.c_str(), bytes(double(s.file_bytes)).c_str(),
          human_count(s.frames).c_str());
-  printf("program     %s\n", args.empty() ? s.process.executable().c_str() : args.c_str());
-  printf("pid         %u%s\n", s.process.pid(), s.process.fork_child() ? " (forked child)" : "");
-  printf("duration    %s\n", human_duration(double(s.last_time_ns) / 1e9).c_str());
-  printf("\nexact totals%s\n", s.ended ? "" : " (as of the last flush)");
+  printf("%s%s\n", label("program").c_str(), args.empty() ? s.process.executable().c_str() : args.c_str());
+  printf("%s%u%s\n", label("pid").c_str(), s.process.pid(), s.process.fork_child() ? " (forked child)" : "");
+  printf("%s%s\n", label("duration").c_str(), human_duration(double(s.last_time_ns) / 1e9).c_str());
+  printf("\n%s%s\n", out_style(Style::kHeading, "exact totals").c_str(),
+         s.ended ? "" : out_style(Style::kWarning, " (as of the last flush)").c_str());
   printf("  allocation calls   %s (%s reallocs)\n", human_count(t.alloc_calls()).c_str(),
          human_count(t.realloc_calls()).c_str());
   printf("  free calls         %s\n", human_count(t.free_calls()).c_str());
-  printf("  bytes allocated    %s\n", human_bytes(double(t.bytes_allocated())).c_str());
-  printf("  peak heap          %s at %s", human_bytes(double(t.peak_heap_bytes())).c_str(),
+  printf("  bytes allocated    %s\n", bytes(double(t.bytes_allocated())).c_str());
+  printf("  peak heap          %s at %s", bytes(double(t.peak_heap_bytes())).c_str(),
          human_duration(double(t.peak_time_ns()) / 1e9).c_str());
-  if (t.peak_accuracy_bytes()) printf(" (within %s: several threads)", human_bytes(t.peak_accuracy_bytes()).c_str());
+  if (t.peak_accuracy_bytes())
+    printf("%s", out_style(Style::kEstimate, " (within " + human_bytes(t.peak_accuracy_bytes()) + ": several threads)").c_str());
   printf("\n");
-  printf("  not freed at end   %s blocks, %s\n", human_count(t.live_blocks()).c_str(),
-         human_bytes(double(t.heap_bytes())).c_str());
-  if (t.rss_bytes()) printf("  RSS at end         %s\n", human_bytes(double(t.rss_bytes())).c_str());
+  printf("  not freed at end   %s blocks, %s\n", human_count(t.live_blocks()).c_str(), bytes(double(t.heap_bytes())).c_str());
+  if (t.rss_bytes()) printf("  RSS at end         %s\n", bytes(double(t.rss_bytes())).c_str());
   uint64_t mean = s.process.sample_bytes();
-  printf("\nsampling    %s\n", mean <= 1 ? "every allocation" :
+  printf("\n%s%s\n", label("sampling").c_str(), mean <= 1 ? "every allocation" :
          ("mean every " + human_bytes(double(mean)) + " allocated").c_str());
   printf("  sampled allocs     %s (%s frees, %s reallocs), %s distinct stacks\n",
          human_count(s.sampled_allocs).c_str(), human_count(s.sampled_frees).c_str(),
          human_count(s.sampled_reallocs).c_str(), human_count(s.stacks).c_str());
-  printf("threads     %u\n", s.threads);
-  printf("modules     %s\n", human_count(s.modules).c_str());
-  printf("snapshots   %s\n", human_count(s.snapshots).c_str());
-  if (t.dropped_events()) printf("dropped     %s events (tracer fell behind or ran out of memory)\n", human_count(t.dropped_events()).c_str());
+  printf("%s%u\n", label("threads").c_str(), s.threads);
+  printf("%s%s\n", label("modules").c_str(), human_count(s.modules).c_str());
+  printf("%s%s\n", label("snapshots").c_str(), human_count(s.snapshots).c_str());
+  if (t.dropped_events())
+    printf("%s%s\n", out_style(Style::kWarning, "dropped", -12).c_str(),
+           out_style(Style::kWarning, human_count(t.dropped_events()) + " events (tracer fell behind or ran out of memory)").c_str());
   if (s.truncated) {
-    printf("\nTRUNCATED: %s\n", s.ended ? "damaged frames were skipped"
-                                      : "the capture has no end record (the process was killed, "
-                                        "or is still running); figures are as of the last flush");
+    printf("\n%s %s\n", out_style(Style::kWarning, "TRUNCATED:").c_str(),
+           s.ended ? "damaged frames were skipped"
+                   : "the capture has no end record (the process was killed, "
+                     "or is still running); figures are as of the last flush");
   }
-  for (const auto &p : s.problems) printf("  problem at offset 0x%llx: %s\n", (unsigned long long)p.offset, p.what.c_str());
+  for (const auto &p : s.problems)
+    printf("  %s offset 0x%llx: %s\n", out_style(Style::kWarning, "problem at").c_str(), (unsigned long long)p.offset,
+           p.what.c_str());
 }
 
 int run(const Options &o) {
   std::string err;
   auto reader = capture::CaptureReader::open(o.file, &err);
   if (!reader) {
-    fprintf(stderr, "heapsnap: %s\n", err.c_str());
+    print_error("%s", err.c_str());
     return kExitInput;
   }
   replay::CaptureSummary s = replay::summarize(*reader);
   if (!s.have_process) {
-    fprintf(stderr, "heapsnap: %s: no process record: not a usable capture\n", o.file.c_str());
+    print_error("%s: no process record: not a usable capture", o.file.c_str());
     return kExitInput;
   }
   if (o.json) {

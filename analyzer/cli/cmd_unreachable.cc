@@ -9,6 +9,7 @@
 #include "cli/commands.h"
 #include "cli/format.h"
 #include "cli/snapshot_args.h"
+#include "cli/term_style.h"
 #include "replay/replay.h"
 #include "replay/stack_symbolizer.h"
 #include "snapshot/reachability.h"
@@ -78,17 +79,22 @@ int run(const SnapshotArgs &a) {
     return kExitOk;
   }
   auto sz = [&](uint64_t b) { return a.raw_bytes ? std::to_string(b) + " bytes" : human_bytes(double(b)); };
-  printf("snapshot %u (%s) of %s — memcheck's leak summary%s\n", s.info.index,
-         snapshot::trigger_name(s.info.trigger), a.file.c_str(), a.interior == "on" ? "" : " (interior pointers ignored)");
+  printf("%s of %s — memcheck's leak summary%s\n",
+         out_style(Style::kHeading, "snapshot " + std::to_string(s.info.index) + " (" +
+                                        snapshot::trigger_name(s.info.trigger) + ")").c_str(),
+         a.file.c_str(), a.interior == "on" ? "" : " (interior pointers ignored)");
   for (R k : {R::kDefinite, R::kIndirect, R::kPossible, R::kReachable})
-    printf("  %-16s %s in %s blocks\n", (std::string(snapshot::reach_name(k)) + ":").c_str(), sz(t.bytes[idx(k)]).c_str(),
-           human_count(t.blocks[idx(k)]).c_str());
-  if (!rows.empty()) printf("\nlost blocks by allocation site (indirect ones counted at their clique's leader):\n");
+    printf("  %-16s %s in %s blocks\n", (std::string(snapshot::reach_name(k)) + ":").c_str(),
+           out_style(Style::kSize, sz(t.bytes[idx(k)])).c_str(), human_count(t.blocks[idx(k)]).c_str());
+  if (!rows.empty()) {
+    printf("\n");
+    print_styled(Style::kHeader, "lost blocks by allocation site (indirect ones counted at their clique's leader):\n");
+  }
   for (auto &[site, g] : rows) {
     const auto &fr = sym.frames_of(site);
-    printf("  %12s definite in %s, %12s indirect in %s  %s\n", sz(g.definite_bytes).c_str(),
-           human_count(g.definite_blocks).c_str(), sz(g.indirect_bytes).c_str(), human_count(g.indirect_blocks).c_str(),
-           fr.empty() ? "?" : fr[0].label().c_str());
+    printf("  %s definite in %s, %s indirect in %s  %s\n", out_style(Style::kSize, sz(g.definite_bytes), 12).c_str(),
+           human_count(g.definite_blocks).c_str(), out_style(Style::kSize, sz(g.indirect_bytes), 12).c_str(),
+           human_count(g.indirect_blocks).c_str(), fr.empty() ? "?" : fr[0].label().c_str());
   }
   return kExitOk;
 }

@@ -2,6 +2,7 @@
 #include <cstdio>
 
 #include "cli/commands.h"
+#include "cli/term_style.h"
 
 #ifndef HEAPSNAP_VERSION
 #define HEAPSNAP_VERSION "dev"
@@ -19,6 +20,23 @@ int main(int argc, char **argv) {
       "  heapsnap export --format pprof -o app.pb.gz app.hsnap   for go tool pprof\n"
       "  heapsnap report app.hsnap -o app.html        everything in one HTML page\n",
       "heapsnap"};
+  // The man page (analyzer/cli/man_page.py) turns the "Word:" paragraphs below into its sections.
+  app.footer(
+      "Run 'heapsnap COMMAND --help' for a command's options and examples, or read the manual:\n"
+      "man heapsnap (man -l build/analyzer/heapsnap.1 in a build tree).\n"
+      "\n"
+      "Exit status:\n"
+      "  0  success\n"
+      "  1  bad input: a missing, unreadable or damaged capture, or an output file that cannot be written\n"
+      "  2  usage error: an unknown command or option, a bad or missing value\n"
+      "  3  record: the program could not be started; otherwise record exits with the program's own\n"
+      "     status (128+N when signal N killed it)\n"
+      "\n"
+      "Environment:\n"
+      "  NO_COLOR          set and not empty: no colour unless --color=always (https://no-color.org)\n"
+      "  TERM              dumb: no colour unless --color=always\n"
+      "  HEAPSNAP_PRELOAD  the shim record preloads (default: found next to this program)");
+  app.failure_message(heapsnap::cli::usage_failure_message);
   app.set_version_flag("--version", std::string("heapsnap ") + HEAPSNAP_VERSION);
   app.require_subcommand(1);
   app.fallthrough(false);
@@ -31,6 +49,9 @@ int main(int argc, char **argv) {
   heapsnap::cli::add_unreachable_command(app, &rc);
   heapsnap::cli::add_retainer_commands(app, &rc);
   heapsnap::cli::add_report_command(app, &rc);
+  // --color is accepted before the command and after it (CLI11 options do not fall through).
+  heapsnap::cli::add_color_option(&app);
+  for (CLI::App *cmd : app.get_subcommands({})) heapsnap::cli::add_color_option(cmd);
   try {
     app.parse(heapsnap::cli::split_record_command(argc, argv), argv);
   } catch (const CLI::ParseError &e) {

@@ -2,6 +2,8 @@
 
 #include <cstdio>
 
+#include "cli/term_style.h"
+
 namespace heapsnap::cli {
 
 void add_snapshot_args(CLI::App *cmd, SnapshotArgs &a) {
@@ -19,7 +21,7 @@ bool load_chosen_snapshot(const SnapshotArgs &a, snapshot::HeapSnapshot *out, co
   std::string err;
   auto reader = capture::CaptureReader::open(a.file, &err);
   if (!reader) {
-    fprintf(stderr, "heapsnap: %s\n", err.c_str());
+    print_error("%s", err.c_str());
     return false;
   }
   int index = a.snapshot;
@@ -28,18 +30,17 @@ bool load_chosen_snapshot(const SnapshotArgs &a, snapshot::HeapSnapshot *out, co
     for (const auto &s : list)
       if (s.have_end && s.end.complete()) index = int(s.index);
     if (index < 0) {
-      fprintf(stderr, "heapsnap: %s has no complete snapshot (record with --snapshot-at-exit or another trigger)\n",
-              a.file.c_str());
+      print_error("%s has no complete snapshot (record with --snapshot-at-exit or another trigger)", a.file.c_str());
       return false;
     }
     reader = capture::CaptureReader::open(a.file, &err);
   }
   bool ok = snapshot::load_snapshot(*reader, uint32_t(index), out, &err, opts);
   if (!ok) {
-    fprintf(stderr, "heapsnap: %s\n", err.c_str());
+    print_error("%s", err.c_str());
     return false;
   }
-  if (!err.empty()) fprintf(stderr, "heapsnap: warning: %s\n", err.c_str());
+  if (!err.empty()) print_warning("%s", err.c_str());
   return true;
 }
 

@@ -46,7 +46,8 @@ class LiveTable {
 
   // Bytes held: pages (live and recycled), the page directory and the overflow table.
   size_t memory_bytes() const {
-    return (pages_ + free_pages_.size()) * sizeof(Page) + dir_.memory_bytes() + overflow_.memory_bytes();
+    return (pages_ + free_pages_.size()) * sizeof(Page) + dir_.memory_bytes() + overflow_.memory_bytes() +
+           evicted_.memory_bytes();
   }
   size_t pages() const { return pages_; }
   size_t overflow_size() const { return overflow_.size(); }
@@ -60,7 +61,23 @@ class LiveTable {
   }
 
   // Stores e (weight != 0) under id; returns the entry it replaced (weight 0 if none).
-  LiveEntry insert(uint64_t id, const LiveEntry &e) {
+  // Inline: the common case, a new id in the page the previous event used.
+  __attribute__((always_inline)) LiveEntry insert(uint64_t id, const LiveEntry &e) {
+    Page *p = last_;
+    if (__builtin_expect(p && p->number == id >> kPageBits && !p->reissued, 1)) {
+      LiveEntry &s = p->slot[id & (kPageIds - 1)];
+      if (__builtin_expect(s.weight == 0, 1)) {
+        ++p->live;
+        ++live_;
+        if (p->issued < kPageIds) ++p->issued;
+        s = e;
+        return LiveEntry{};
+      }
+    }
+    return insert_slow(id, e);
+  }
+
+  __attribute__((noinline)) LiveEntry insert_slow(uint64_t id, const LiveEntry &e) {
     Page *p = page_of(id);
     if (!p && (pages_ < kSparePages || pages_ * kLivePerPage < live_)) p = new_page(id >> kPageBits);
     if (p) {
@@ -88,8 +105,24 @@ class LiveTable {
     return old;
   }
 
-  // Removes id; returns false if it was not live.
-  bool erase(uint64_t id, LiveEntry *out) {
+  // Removes id; returns false if it was not live. Inline: the common case, a live id of a page
+  // that stays well populated.
+  __attribute__((always_inline)) bool erase(uint64_t id, LiveEntry *out) {
+    Page *p = last_;
+    if (__builtin_expect(p && p->number == id >> kPageBits, 1)) {
+      LiveEntry &s = p->slot[id & (kPageIds - 1)];
+      if (__builtin_expect(s.weight != 0 && p->live > kSparse, 1)) {
+        *out = s;
+        s = LiveEntry{};
+        --live_;
+        --p->live;
+        return true;
+      }
+    }
+    return erase_slow(id, out);
+  }
+
+  __attribute__((noinline)) bool erase_slow(uint64_t id, LiveEntry *out) {
     if (Page *p = page_of(id)) {
       LiveEntry &s = p->slot[id & (kPageIds - 1)];
       if (s.weight != 0) {
@@ -122,6 +155,7 @@ class LiveTable {
     uint64_t number = 0;
     uint32_t live = 0;    // non-empty slots
     uint32_t issued = 0;  // inserts so far (saturating): kPageIds once every id was handed out
+    bool reissued = false;  // an earlier page of this number was evicted: its ids may be in overflow_
     LiveEntry slot[kPageIds];
   };
 
@@ -144,6 +178,7 @@ class LiveTable {
     p->number = n;
     p->live = 0;
     p->issued = 0;
+    p->reissued = evicted_.find(n + 1) != nullptr;
     dir_[n + 1] = p;
     ++pages_;
     return last_ = p;
@@ -159,6 +194,7 @@ class LiveTable {
   }
 
   void evict(Page *p) {
+    evicted_[p->number + 1] = 1;
     for (uint32_t i = 0; i < kPageIds && p->live; ++i) {
       LiveEntry &s = p->slot[i];
       if (s.weight == 0) continue;
@@ -171,6 +207,7 @@ class LiveTable {
 
   util::FlatMap64<Page *> dir_;  // page number + 1 -> page
   util::FlatMap64<LiveEntry> overflow_;
+  util::FlatMap64<uint8_t> evicted_;  // page numbers + 1 of evicted pages (a damaged file may reuse their ids)
   std::vector<std::unique_ptr<Page>> free_pages_;
   Page *last_ = nullptr;
   size_t pages_ = 0;

@@ -223,8 +223,9 @@ class Replayer {
   template <typename Decoder>
   void decode(Decoder &dec, uint32_t tid, const capture::RecordPos &pos) {
     capture::Event e;
+    uint64_t latest = 0;  // see_time once per batch: r_ lives in memory, this in a register
     while (dec.next(&e)) {
-      see_time(e.time_ns);
+      if (e.time_ns > latest) latest = e.time_ns;
       // Ids come from the file. A stack the tree does not hold must not size by_stack (fig() would
       // resize it to the id: up to 2^32 entries); id 0 is the live table's empty-slot key.
       bool uses_stack = e.kind == wire::ALLOC || e.kind == wire::POOL_ALLOC || e.kind == wire::REALLOC;
@@ -300,6 +301,7 @@ class Replayer {
       }
       after_event(e.time_ns);
     }
+    see_time(latest);
     if (!dec.error().empty())
       r_.problems.push_back({pos.frame_offset, "event batch of thread " +
                                                    std::to_string(tid) + ": " + dec.error()});

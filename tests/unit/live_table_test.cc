@@ -119,6 +119,8 @@ TEST_CASE("live table: repeated ids, frees of unknown ids, ids in evicted pages"
   for (uint64_t id = P; id < 2 * P - 3; ++id) c.erase(id);
   CHECK(c.t.overflow_size() == 3);
   c.insert(P + 1, 4, 44);  // an id of the evicted page comes back (damaged file): still found
+  c.insert(2 * P - 2, 5, 55);  // a survivor, now in the overflow table, repeated: replaced there
+  c.verify();
   c.erase(2 * P - 1);
   c.verify();
   for (auto ids = c.ref; auto &[id, e] : ids) c.erase(id);

@@ -8,6 +8,7 @@
 
 #include <cerrno>
 #include <cstring>
+#include <unordered_map>
 
 namespace heapsnap::capture {
 namespace {
@@ -74,7 +75,7 @@ std::unique_ptr<CaptureReader> CaptureReader::open(const std::string &path, std:
   r->size_ = uint64_t(st.st_size);
   if (r->size_ < kHeaderSize) {
     close(fd);
-    *error = path + ": " + std::to_string(r->size_) +
+    *error = path + ": offset " + hex_offset(r->size_) + ": the file ends there, " + std::to_string(r->size_) +
              " bytes is too short for a heapsnap capture (header is 24 bytes)";
     return nullptr;
   }
@@ -94,11 +95,15 @@ std::unique_ptr<CaptureReader> CaptureReader::open(const std::string &path, std:
   r->major_ = le16(h + 16);
   r->minor_ = le16(h + 18);
   if (r->major_ > kReaderMajor) {
-    *error = path + ": capture format " + std::to_string(r->major_) + "." +
+    *error = path + ": offset 0x10: capture format " + std::to_string(r->major_) + "." +
              std::to_string(r->minor_) + " is newer than this heapsnap reads (" +
              std::to_string(kReaderMajor) + ".x): upgrade heapsnap";
     return nullptr;
   }
+  uint32_t flags = le32(h + 20);
+  if (flags && r->minor_ <= kReaderMinor)  // (a newer minor may define flags this reader ignores)
+    r->problem(20, "header flags " + hex_offset(flags) + " are reserved (0) in format " +
+                       std::to_string(r->major_) + "." + std::to_string(r->minor_) + ": damaged header? ignored");
   r->body_offset_ = kHeaderSize;
   r->dctx_ = ZSTD_createDCtx();
   return r;
@@ -155,6 +160,10 @@ bool CaptureReader::parse_frame(const uint8_t *data, size_t n, uint64_t frame_of
 bool CaptureReader::for_each_record(const RecordFn &fn) {
   auto *dctx = static_cast<ZSTD_DCtx *>(dctx_);
   uint64_t off = body_offset_;
+  // Frames already read, by (checksum or last 4 bytes, size): a frame repeated byte for byte (a
+  // copy that went wrong) is skipped. Every frame the writer makes differs from every other one
+  // (each holds a Totals record with its time, or a snapshot's index and block numbers).
+  std::unordered_multimap<uint64_t, uint64_t> seen;
   while (off < size_) {
     const uint8_t *p = map_ + off;
     size_t avail = size_t(size_ - off);
@@ -204,6 +213,20 @@ bool CaptureReader::for_each_record(const RecordFn &fn) {
       off += fsize;
       continue;
     }
+    uint64_t key = (uint64_t(le32(p + fsize - 4)) << 32) ^ fsize;
+    bool repeated = false;
+    for (auto [it, end] = seen.equal_range(key); it != end && !repeated; ++it)
+      if (memcmp(map_ + it->second, p, fsize) == 0) {
+        repeated = true;
+        skipped_ += fsize;
+        problem(off, "frame at " + hex_offset(off) + " repeats the frame at " + hex_offset(it->second) +
+                         " byte for byte; skipped");
+      }
+    if (repeated) {
+      off += fsize;
+      continue;
+    }
+    seen.emplace(key, off);
     unsigned long long content = ZSTD_getFrameContentSize(p, fsize);
     if (content == ZSTD_CONTENTSIZE_UNKNOWN || content == ZSTD_CONTENTSIZE_ERROR ||
         content > kMaxFrameBytes) {

@@ -63,7 +63,7 @@ bool load(const ExportOpts &o, bool with_peak, Loaded *out) {
   }
   prog.done();
   if (!out->r.have_process) {
-    print_error("%s: no process record: not a usable capture", o.file.c_str());
+    print_error("%s", no_process_record_message(o.file, out->r.problems).c_str());
     return false;
   }
   symbolize::SymbolizerOptions so;

@@ -67,7 +67,7 @@ bool load(const Common &c, bool with_peak, Loaded *out) {
   }
   prog.done();
   if (!out->r.have_process) {
-    print_error("%s: no process record: not a usable capture", c.file.c_str());
+    print_error("%s", no_process_record_message(c.file, out->r.problems).c_str());
     return false;
   }
   symbolize::SymbolizerOptions so;

@@ -114,7 +114,7 @@ int run(const Options &o) {
   }
   replay::CaptureSummary s = replay::summarize(*reader);
   if (!s.have_process) {
-    print_error("%s: no process record: not a usable capture", o.file.c_str());
+    print_error("%s", no_process_record_message(o.file, s.problems).c_str());
     return kExitInput;
   }
   if (o.json) {

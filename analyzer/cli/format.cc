@@ -1,5 +1,6 @@
 #include "cli/format.h"
 
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cmath>
@@ -33,5 +34,18 @@ std::string human_duration(double s) {
 
 bool stdout_is_terminal() { return isatty(1); }
 bool stderr_is_terminal() { return isatty(2); }
+
+std::string no_process_record_message(const std::string &file, const std::vector<capture::Problem> &problems) {
+  char b[64];
+  if (!problems.empty()) {
+    snprintf(b, sizeof(b), "offset 0x%llx: ", (unsigned long long)problems[0].offset);
+    std::string more = problems.size() > 1 ? " (and " + std::to_string(problems.size() - 1) + " more problems)" : "";
+    return file + ": no process record: not a usable capture (" + b + problems[0].what + more + ")";
+  }
+  struct stat st;
+  unsigned long long size = stat(file.c_str(), &st) == 0 ? (unsigned long long)st.st_size : 0;
+  snprintf(b, sizeof(b), "0x%llx", size);
+  return file + ": no process record before the end of the file at offset " + b + ": not a usable capture";
+}
 
 }  // namespace heapsnap::cli

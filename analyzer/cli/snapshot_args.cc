@@ -30,7 +30,30 @@ bool load_chosen_snapshot(const SnapshotArgs &a, snapshot::HeapSnapshot *out, co
     for (const auto &s : list)
       if (s.have_end && s.end.complete()) index = int(s.index);
     if (index < 0) {
-      print_error("%s has no complete snapshot (record with --snapshot-at-exit or another trigger)", a.file.c_str());
+      // A damaged or cut capture says where: the reader's first problem, a snapshot whose records
+      // stop, or the end of a file that lacks its end record.
+      char why[96] = "";
+      std::string what;
+      if (!reader->problems().empty()) {
+        snprintf(why, sizeof(why), "the capture is damaged: offset 0x%llx: ", (unsigned long long)reader->problems()[0].offset);
+        what = reader->problems()[0].what;
+      } else {
+        bool ended = false;
+        if (auto r2 = capture::CaptureReader::open(a.file, &err)) {
+          r2->set_record_filter([](uint32_t field) { return field == wire::Record::kEndFieldNumber; });
+          r2->for_each_record([&](const wire::Record &rec, const capture::RecordPos &) {
+            ended = ended || rec.has_end();
+            return true;
+          });
+        }
+        if (!ended)
+          snprintf(why, sizeof(why), "the capture stops at offset 0x%llx without its end record: cut off?",
+                   (unsigned long long)reader->file_size());
+      }
+      if (why[0])
+        print_error("%s has no complete snapshot (%s%s)", a.file.c_str(), why, what.c_str());
+      else
+        print_error("%s has no complete snapshot (record with --snapshot-at-exit or another trigger)", a.file.c_str());
       return false;
     }
     reader = capture::CaptureReader::open(a.file, &err);

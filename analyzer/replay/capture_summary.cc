@@ -1,5 +1,6 @@
 #include "replay/capture_summary.h"
 
+#include <cstdio>
 #include <unordered_set>
 
 #include "capture/event_decoder.h"
@@ -12,7 +13,64 @@ CaptureSummary summarize(capture::CaptureReader &reader) {
   auto note_time = [&](uint64_t t) {
     if (t > s.last_time_ns) s.last_time_ns = t;
   };
+  // The writer puts a Totals record (and last the End record) in every flush, in time order, and
+  // a SnapshotBegin between the totals before and after it: times that do not increase mean
+  // frames that were swapped or repeated.
+  // Likewise a snapshot's records: its SnapshotBegin, then its child's records up to its
+  // SnapshotEnd, all before the next snapshot begins; and nothing after the EndOfCapture.
+  uint64_t totals_ns = 0, totals_frame = 0;
+  bool any_totals = false, order_reported = false, first_record = true;
+  auto out_of_order = [&](uint64_t frame, const std::string &why) {
+    if (order_reported) return;  // one is enough: the rest follows from it
+    order_reported = true;
+    char at[40];
+    snprintf(at, sizeof(at), "frame at 0x%llx: ", (unsigned long long)frame);
+    s.problems.push_back({frame, at + why + ": frames out of order or repeated"});
+  };
+  auto check_order = [&](uint64_t t, uint64_t frame) {
+    if (any_totals && t <= totals_ns) {
+      char what[160];
+      snprintf(what, sizeof(what), "a record of %.6f s comes after one of %.6f s (frame at 0x%llx)",
+               double(t) / 1e9, double(totals_ns) / 1e9, (unsigned long long)totals_frame);
+      out_of_order(frame, what);
+    }
+    any_totals = true;
+    totals_ns = t;
+    totals_frame = frame;
+  };
+  enum SnapState : uint8_t { kNone = 0, kBegun = 1, kEnded = 2 };
+  std::vector<uint8_t> snap_state;
+  int64_t open_snapshot = -1;  // begun, not yet ended
+  auto snapshot_record = [&](uint32_t index, bool begin, bool end, uint64_t frame) {
+    if (index >= (1u << 20)) return;  // not a real index (the snapshot readers say so)
+    if (snap_state.size() <= index) snap_state.resize(size_t(index) + 1, kNone);
+    uint8_t &st = snap_state[index];
+    std::string n = std::to_string(index);
+    if (begin) {
+      if (st != kNone) out_of_order(frame, "snapshot " + n + " begins twice");
+      else if (open_snapshot >= 0) out_of_order(frame, "snapshot " + n + " begins before snapshot " + std::to_string(open_snapshot) + " ended");
+      st = kBegun;
+      open_snapshot = index;
+      return;
+    }
+    if (st == kEnded) out_of_order(frame, "a record of snapshot " + n + " after its end");
+    else if (st == kNone && !end)  // (an End alone: the snapshot could not start, e.g. fork failed)
+      out_of_order(frame, "a record of snapshot " + n + " before its SnapshotBegin");
+    if (end) {
+      st = kEnded;
+      if (open_snapshot == int64_t(index)) open_snapshot = -1;
+    }
+  };
   reader.for_each_record([&](const wire::Record &r, const capture::RecordPos &pos) {
+    if (first_record && r.body_case() != wire::Record::kProcess && reader.problems().empty()) {
+      // (When frames before this one were lost, the reader has said so already.)
+      char what[120];
+      snprintf(what, sizeof(what), "frame at 0x%llx: the first record is not the process record: frames out of order",
+               (unsigned long long)pos.frame_offset);
+      s.problems.push_back({pos.frame_offset, what});
+    }
+    first_record = false;
+    if (s.ended && r.body_case() != wire::Record::kEnd) out_of_order(pos.frame_offset, "a record after the end record");
     switch (r.body_case()) {
       case wire::Record::kProcess:
         if (!s.have_process) {
@@ -27,13 +85,23 @@ CaptureSummary summarize(capture::CaptureReader &reader) {
         note_time(r.thread().time_ns());
         break;
       case wire::Record::kMarker: ++s.markers; note_time(r.marker().time_ns()); break;
-      case wire::Record::kSnapshotBegin: ++s.snapshots; break;
+      case wire::Record::kSnapshotBegin:
+        ++s.snapshots;
+        snapshot_record(r.snapshot_begin().index(), true, false, pos.frame_offset);
+        check_order(r.snapshot_begin().time_ns(), pos.frame_offset);  // started after the totals before it
+        break;
+      case wire::Record::kSnapshotBlocks: snapshot_record(r.snapshot_blocks().index(), false, false, pos.frame_offset); break;
+      case wire::Record::kSnapshotEdges: snapshot_record(r.snapshot_edges().index(), false, false, pos.frame_offset); break;
+      case wire::Record::kSnapshotRoots: snapshot_record(r.snapshot_roots().index(), false, false, pos.frame_offset); break;
+      case wire::Record::kSnapshotContents: snapshot_record(r.snapshot_contents().index(), false, false, pos.frame_offset); break;
+      case wire::Record::kSnapshotEnd: snapshot_record(r.snapshot_end().index(), false, true, pos.frame_offset); break;
       case wire::Record::kTotals:
         if (!s.ended) {
           s.totals = r.totals();
           s.have_totals = true;
         }
         note_time(r.totals().time_ns());
+        check_order(r.totals().time_ns(), pos.frame_offset);
         break;
       case wire::Record::kEnd:
         // A capture may go on after an End (an exec that failed); the last one wins.
@@ -42,6 +110,7 @@ CaptureSummary summarize(capture::CaptureReader &reader) {
         s.totals = r.end().totals();
         s.have_totals = true;
         note_time(r.end().totals().time_ns());
+        check_order(r.end().totals().time_ns(), pos.frame_offset);
         break;
       case wire::Record::kEvents: {
         capture::EventDecoder dec(r.events());

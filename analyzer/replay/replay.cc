@@ -251,6 +251,7 @@ class Replayer {
           f.alloc_calls += b.weight;
           f.alloc_bytes += double(e.size) * b.weight;
           ++f.samples;
+          if (__builtin_expect(!early_.empty(), 0) && early_end(e.id, &b)) break;
           LiveEntry old = live_.insert(e.id, b);
           if (old.weight != 0) live_remove(old);  // a repeated id: the capture is damaged
           live_add(b);
@@ -260,7 +261,7 @@ class Replayer {
         case wire::FREE: {
           LiveEntry b;
           if (live_.erase(e.id, &b)) live_remove(b);
-          else ++r_.unknown_frees;
+          else note_early(e.id, 0);
           break;
         }
         case wire::REALLOC: {
@@ -269,7 +270,7 @@ class Replayer {
           ++site.reallocs;
           if (e.moved) ++site.realloc_moves;
           if (!b) {
-            ++r_.unknown_frees;
+            note_early(e.id, e.size);
             break;
           }
           // The block keeps its identity and allocation stack; the realloc call counts as an
@@ -307,8 +308,36 @@ class Replayer {
                                                    std::to_string(tid) + ": " + dec.error()});
   }
 
+  // Events of different threads reach the file in batches, so a block freed (or resized) by
+  // another thread than the one that allocated it may come before its ALLOC: the freeing thread's
+  // batch was written first (it filled up, or that thread ended). Such an end is kept here until
+  // its ALLOC comes; without it the block would stay live for ever (a false leak). What is still
+  // here at the end belongs to ALLOCs the file does not hold (a damaged or cut capture).
+  struct Early {
+    uint64_t size;  // REALLOC's new size; 0 = freed
+  };
+  __attribute__((noinline)) void note_early(uint64_t id, uint64_t realloc_size) {
+    ++r_.unknown_frees;
+    if (early_.size() >= (uint64_t(1) << 24)) return;  // a hostile file: bounded memory
+    auto [it, fresh] = early_.emplace(id, Early{realloc_size});
+    if (!fresh && it->second.size != 0) it->second.size = realloc_size;  // a later free or resize wins
+  }
+  // The ALLOC of a block whose end came first: true if it was freed (never live); a resize
+  // updates *b.
+  __attribute__((noinline)) bool early_end(uint64_t id, LiveEntry *b) {
+    auto it = early_.find(id);
+    if (it == early_.end()) return false;
+    uint64_t size = it->second.size;
+    early_.erase(it);
+    --r_.unknown_frees;
+    if (size == 0) return true;
+    b->size = size;
+    return false;
+  }
+
   ReplayResult &r_;
   const ReplayOptions &o_;
+  std::unordered_map<uint64_t, Early> early_;
   uint64_t mean_ = 1;
   LiveTable live_;
   util::FlatMap64<PoolPlace> pool_place_;  // sample id -> pool and address, pool objects only

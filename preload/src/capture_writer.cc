@@ -315,6 +315,20 @@ const char *writer_capture_path() { return g_path; }
 
 bool writer_append_file(const char *path) {
   if (!capture_fd_ok()) return false;
+  // What the outbox holds goes first: a snapshot's SnapshotBegin must come before the records of
+  // its child (at exit the snapshot is started and finished before the outbox is written again,
+  // and its Begin came after its own records).
+  if (g_pending->size() && !write_pending()) return false;
+  outbox_lock();
+  g_outbox->swap(*g_pending);
+  bool oom = g_pending->failed();
+  outbox_unlock();
+  if (oom) {
+    g_totals.dropped_events.fetch_add(1, std::memory_order_relaxed);
+    g_pending->clear();
+  } else if (g_pending->size() && !write_pending()) {
+    return false;
+  }
   int fd = open(path, O_RDONLY | O_CLOEXEC);
   if (fd < 0) return false;
   const size_t kChunk = 1u << 20;

@@ -69,13 +69,16 @@ HS_INLINE void on_free(void *p) {
   size_t size = shadow::requested_size(p, v, usable::of(p));
   // Cleared before the real free: once freed, another thread may get this address and mark it.
   shadow::clear(p, s, v);
-  if (HS_UNLIKELY(t.guard)) {
-    // Nested in the tracer (a signal handler, a thread past its exit handler): count globally.
+  if (HS_UNLIKELY(t.guard) || HS_UNLIKELY(!t.state && !ensure_thread(t))) {
+    // Nested in the tracer (a signal handler, a thread past its exit handler), or a thread that
+    // cannot be registered: count globally.
     g_totals.free_calls.fetch_add(1, std::memory_order_relaxed);
     g_totals.bytes_freed.fetch_add(size, std::memory_order_relaxed);
     g_totals.heap.fetch_sub(int64_t(size), std::memory_order_relaxed);
     return;
   }
+  // (A thread that never allocated registers on its first free: ensure_thread above. Its
+  // counters were never summed into the totals before, and its frees were lost.)
   account_free(t, size);
   if (HS_UNLIKELY(v & shadow::kSampledBit)) record_free(t, p);
 }

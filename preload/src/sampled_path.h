@@ -26,6 +26,10 @@ void record_pool_alloc(ThreadLocal &t, uint32_t pool, const void *p, size_t size
                        uint64_t *id, uint32_t *stack);
 void record_pool_free(ThreadLocal &t, uint32_t pool, uint64_t id, uint32_t stack);
 
+// Registers the thread if it is not yet (a thread that frees before it ever allocated: its
+// counters are summed into the totals only once it is registered). Returns its state, or nullptr
+// if it cannot be registered (out of memory, or past its exit handler).
+ThreadState *ensure_thread(ThreadLocal &t);
 // Thread exit (pthread key destructor).
 void thread_exit_handler(void *state);
 bool create_thread_key();

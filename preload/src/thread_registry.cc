@@ -101,9 +101,11 @@ void unregister_thread(ThreadState *s) {
   for (ThreadState **pp = &g_threads; *pp; pp = &(*pp)->next) {
     if (*pp == s) { *pp = s->next; break; }
   }
-  registry_unlock();
-  // Fold after unlinking so that the counters are never counted twice or not at all for long.
+  // Folded under the lock read_totals holds while it reads the global figures and the registered
+  // threads' counters: a reader finds the counters in one place or the other, never in neither
+  // (totals that went backwards for a moment, tests/unit/shim_concurrency_test.cc).
   fold_counters(*s->tls);
+  registry_unlock();
   outbox_lock();
   s->lock.lock();
   s->batch.serialize_to(outbox(), s->tid);
@@ -156,6 +158,9 @@ void registry_after_fork_child() {
 
 TotalsView read_totals() {
   TotalsView v{};
+  // The global figures and the threads' counters under one lock: a thread leaving the registry
+  // folds its counters into the global figures under it too (see unregister_thread).
+  registry_lock();
   v.alloc_calls = g_totals.alloc_calls.load(std::memory_order_relaxed);
   v.free_calls = g_totals.free_calls.load(std::memory_order_relaxed);
   v.bytes_allocated = g_totals.bytes_allocated.load(std::memory_order_relaxed);
@@ -168,7 +173,6 @@ TotalsView read_totals() {
   // A thread's heap may have risen and fallen by less than kFoldBytes since its last fold: its
   // highest excursion (heap_delta_max) above the folded heap is a peak candidate too.
   int64_t best_excursion = 0;
-  registry_lock();
   for (ThreadState *s = g_threads; s; s = s->next) {
     Counters &c = s->tls->counters;
     v.alloc_calls += load_relaxed(c.alloc_calls);

@@ -1,8 +1,11 @@
 // Snapshot queries over the dominator tree: top-retainers, dominators, path, suspects, diff.
 #include <nlohmann/json.hpp>
 
+#include <sys/resource.h>
+
 #include <algorithm>
 #include <cerrno>
+#include <chrono>
 #include <cstdio>
 #include <deque>
 #include <iostream>
@@ -30,6 +33,34 @@ std::string hex(uint64_t v) {
   return b;
 }
 
+// --stats: sizes, the time of each step and memory per node, printed on stderr when the query
+// is done (on destruction: the Context's last member, so it goes before the big arrays do).
+struct GraphStatsReport {
+  snapshot::GraphStats st;
+  std::chrono::steady_clock::time_point start, graph_done = std::chrono::steady_clock::now();
+  double read_s;  // reading the capture's modules and stacks, choosing and loading the snapshot
+  GraphStatsReport(const snapshot::GraphStats &s, std::chrono::steady_clock::time_point t0, double read)
+      : st(s), start(t0), read_s(read) {}
+  ~GraphStatsReport() {
+    const auto now = std::chrono::steady_clock::now();
+    const double query_s = std::chrono::duration<double>(now - graph_done).count();
+    const double total_s = std::chrono::duration<double>(now - start).count();
+    rusage ru{};
+    getrusage(RUSAGE_SELF, &ru);
+    const double peak = double(ru.ru_maxrss) * 1024.0, n = double(st.nodes);
+    fprintf(stderr,
+            "graph: %s nodes, %s edges, %s reachable; read %.3f s, build %.3f s, dominators %.3f s, retained %.3f s, "
+            "query %.3f s, total %.3f s\n"
+            "memory: peak RSS %.0f MB (%.1f B/node); snapshot %.1f B/node, graph %.1f B/node (%.1f B/edge), "
+            "dominators %.1f B/node, retained %.1f B/node\n",
+            human_count(st.nodes).c_str(), human_count(st.edges).c_str(), human_count(st.reachable).c_str(), read_s,
+            st.build_s, st.dominators_s, st.retained_s, query_s, total_s, peak / 1e6, peak / n,
+            double(st.snapshot_bytes) / n, double(st.graph_bytes) / n,
+            st.edges ? double(st.target_bytes) / double(st.edges) : 0.0,
+            double(st.dominator_bytes) / n, double(st.retained_bytes) / n);
+  }
+};
+
 // Everything a query needs: the snapshot, its graph, and labels for blocks.
 struct Context {
   SnapshotArgs args;
@@ -37,6 +68,7 @@ struct Context {
   ObjectGraph graph;
   replay::ReplayResult capture;  // modules and stacks (no events replayed)
   std::unique_ptr<replay::StackSymbolizer> sym;
+  std::unique_ptr<GraphStatsReport> stats;  // --stats; last, so that it prints first
 
   std::string sz(double b) const { return args.raw_bytes ? std::to_string(uint64_t(b + 0.5)) : human_bytes(b); }
   // The same in the size colour, padded to `width` first (see out_style).
@@ -80,32 +112,31 @@ struct Context {
 };
 
 bool load(const SnapshotArgs &a, Context *c, bool with_children, bool print_stats, bool need_edges = false) {
+  const auto start = std::chrono::steady_clock::now();
   c->args = a;
-  snapshot::LoadOptions lo;
-  lo.identity = false;
-  lo.edge_offsets = need_edges;
-  if (!load_chosen_snapshot(a, &c->snap, lo)) return false;
-  c->graph = snapshot::build_object_graph(c->snap, a.interior == "on", with_children, !need_edges);
+  // The capture's modules and stacks first: its pass over the file then does not add to the
+  // graph's memory (10^8-block snapshots).
   std::string err;
   if (auto reader = capture::CaptureReader::open(a.file, &err)) {
     replay::ReplayOptions o;
     o.context_only = true;
     c->capture = replay::replay(*reader, o);
   }
+  snapshot::LoadOptions lo;
+  lo.identity = false;
+  lo.edge_offsets = need_edges;
+  if (!load_chosen_snapshot(a, &c->snap, lo)) return false;
+  const double read_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  snapshot::GraphOptions go;
+  go.follow_interior = a.interior == "on";
+  go.with_children = with_children;
+  go.release_edges = !need_edges;
+  go.keep_csr = need_edges;  // only path walks the edges after the dominators
+  c->graph = snapshot::build_object_graph(c->snap, go);
+  if (print_stats) c->stats = std::make_unique<GraphStatsReport>(c->graph.stats, start, read_s);
   symbolize::SymbolizerOptions so;
   if (!a.debug_dirs.empty()) so.debug_dirs = a.debug_dirs;
   c->sym = std::make_unique<replay::StackSymbolizer>(c->capture.modules, so);
-  if (print_stats) {
-    const auto &st = c->graph.stats;
-    double n = double(st.nodes);
-    fprintf(stderr,
-            "graph: %s nodes, %s edges, %s reachable; build %.3f s, dominators %.3f s, retained %.3f s\n"
-            "memory: snapshot %.1f B/node, graph %.1f B/node (%.1f B/edge), dominators %.1f B/node, retained %.1f B/node\n",
-            human_count(st.nodes).c_str(), human_count(st.edges).c_str(), human_count(st.reachable).c_str(), st.build_s,
-            st.dominators_s, st.retained_s, double(st.snapshot_bytes) / n, double(st.graph_bytes) / n,
-            st.edges ? double(c->graph.csr.targets.capacity() * 4) / double(st.edges) : 0.0, double(st.dominator_bytes) / n,
-            double(st.retained_bytes) / n);
-  }
   return true;
 }
 

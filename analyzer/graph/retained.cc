@@ -10,13 +10,14 @@ constexpr size_t kAhead = 16;
 }  // namespace
 
 RetainedSizes compute_retained(const DominatorTree& tree, std::span<const uint64_t> shallow_size) {
-  const size_t num = tree.idom.size();
-  if (shallow_size.size() != num)
+  if (shallow_size.size() != tree.idom.size())
     throw std::invalid_argument("compute_retained: shallow_size has the wrong length");
+  return compute_retained_with(tree, [&](uint32_t v) { return shallow_size[v]; });
+}
 
-  RetainedSizes r;
-  r.bytes.assign(num, 0);
-  r.count.assign(num, 0);
+namespace detail {
+
+void accumulate_retained(const DominatorTree& tree, RetainedSizes& r) {
   uint64_t* bytes = r.bytes.data();
   uint32_t* count = r.count.data();
   const uint32_t* idom = tree.idom.data();
@@ -32,26 +33,17 @@ RetainedSizes compute_retained(const DominatorTree& tree, std::span<const uint64
       __builtin_prefetch(&idom[far]);
       __builtin_prefetch(&bytes[far], 1);
       __builtin_prefetch(&count[far], 1);
-      __builtin_prefetch(&shallow_size[far]);
       const uint32_t near_idom = idom[order[i - kAhead / 2]];
       __builtin_prefetch(&bytes[near_idom], 1);
       __builtin_prefetch(&count[near_idom], 1);
     }
     const uint32_t v = order[i];
-    const uint64_t b = bytes[v] + shallow_size[v];
-    const uint32_t c = count[v] + 1;
-    bytes[v] = b;
-    count[v] = c;
-    bytes[idom[v]] += b;
-    count[idom[v]] += c;
+    bytes[idom[v]] += bytes[v];
+    count[idom[v]] += count[v];
   }
-  if (!tree.preorder.empty()) {
-    const uint32_t root = tree.preorder[0];
-    bytes[root] += shallow_size[root];
-    count[root] += 1;
-  }
-  return r;
 }
+
+}  // namespace detail
 
 DomChildren dominator_children(const DominatorTree& tree) {
   const uint32_t num = static_cast<uint32_t>(tree.idom.size());

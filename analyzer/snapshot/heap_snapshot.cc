@@ -1,6 +1,7 @@
 #include "snapshot/heap_snapshot.h"
 
 #include <algorithm>
+#include <chrono>
 
 namespace heapsnap::snapshot {
 
@@ -36,6 +37,9 @@ std::vector<SnapshotInfo> list_snapshots(capture::CaptureReader &reader) {
     out.back().index = index;
     return out.back();
   };
+  // Only the Begin and End records are parsed; the blocks and edges in between are skipped.
+  reader.set_record_filter(
+      [](uint32_t f) { return f == wire::Record::kSnapshotBegin || f == wire::Record::kSnapshotEnd; });
   reader.for_each_record([&](const wire::Record &r, const capture::RecordPos &) {
     if (r.has_snapshot_begin()) {
       const auto &b = r.snapshot_begin();
@@ -53,26 +57,75 @@ std::vector<SnapshotInfo> list_snapshots(capture::CaptureReader &reader) {
     }
     return true;
   });
+  reader.set_record_filter(nullptr);
   std::sort(out.begin(), out.end(), [](const SnapshotInfo &a, const SnapshotInfo &b) { return a.index < b.index; });
   return out;
 }
 
+uint64_t WideValues::at(uint64_t index) const {
+  auto it = std::lower_bound(entries_.begin(), entries_.end(), index,
+                             [](const Entry &e, uint64_t i) { return e.index < i; });
+  return it != entries_.end() && it->index == index ? it->value : 0;
+}
+
+void AddressColumn::reserve(size_t n) {
+  offset_.reserve(n);
+  base_.reserve((n >> kChunkBits) + 1);
+}
+
+size_t AddressColumn::upper_bound(uint64_t a) const {
+  // The chunk bases are the addresses of blocks 0, 256, 512...: find the chunk first.
+  auto chunk = std::upper_bound(base_.begin(), base_.end(), a);
+  if (chunk == base_.begin()) return 0;
+  size_t lo = size_t(chunk - base_.begin() - 1) << kChunkBits;
+  size_t hi = std::min(size(), lo + kChunkMask + 1);
+  while (lo < hi) {
+    const size_t mid = lo + (hi - lo) / 2;
+    if ((*this)[mid] <= a)
+      lo = mid + 1;
+    else
+      hi = mid;
+  }
+  return lo;
+}
+
+size_t AddressColumn::memory_bytes() const {
+  return base_.capacity() * 8 + offset_.capacity() * 4 + wide_.memory_bytes();
+}
+
+uint32_t SiteColumn::intern(uint64_t site) {
+  if (site == 0) {
+    if (zero_index_ == UINT32_MAX) {
+      zero_index_ = uint32_t(sites_.size());
+      sites_.push_back(0);
+    }
+    return zero_index_;
+  }
+  uint32_t &slot = lookup_[site];
+  if (slot == 0) {
+    sites_.push_back(site);
+    slot = uint32_t(sites_.size());  // index + 1: 0 means "new"
+  }
+  return slot - 1;
+}
+
 uint32_t HeapSnapshot::find(uint64_t a) const {
-  auto it = std::upper_bound(addr.begin(), addr.end(), a);
-  if (it == addr.begin()) return UINT32_MAX;
-  uint32_t b = uint32_t(it - addr.begin() - 1);
+  size_t it = addr.upper_bound(a);
+  if (it == 0) return UINT32_MAX;
+  uint32_t b = uint32_t(it - 1);
   return a < addr[b] + std::max<uint64_t>(size[b], 1) ? b : UINT32_MAX;
 }
 
 size_t HeapSnapshot::memory_bytes() const {
-  return addr.capacity() * 8 + size.capacity() * 8 + call_site.capacity() * 8 + id.capacity() * 8 +
-         (stack.capacity() + time_ms.capacity() + pool.capacity()) * 4 + edge_begin.capacity() * 8 +
+  return addr.memory_bytes() + size.memory_bytes() + call_site.memory_bytes() + id.capacity() * 8 +
+         (stack.capacity() + time_ms.capacity() + pool.capacity()) * 4 + edge_begin.capacity() * 4 +
          edge_target.capacity() * 4 + edge_offset.capacity() * 4 + edge_interior.capacity() / 8 +
-         root_target.capacity() * 4 + root_offset.capacity() * 8;
+         root_target.capacity() * 4 + root_offset.capacity() * 8 + root_interior.capacity() / 8;
 }
 
 bool load_snapshot(capture::CaptureReader &reader, uint32_t index, HeapSnapshot *out, std::string *error,
                    const LoadOptions &opts) {
+  const auto t0 = std::chrono::steady_clock::now();
   HeapSnapshot &s = *out;
   s = HeapSnapshot{};
   s.info.index = index;
@@ -153,12 +206,19 @@ bool load_snapshot(capture::CaptureReader &reader, uint32_t index, HeapSnapshot 
         const auto &e = r.snapshot_edges();
         if (e.index() != index) break;
         if (s.edge_begin.empty()) {
+          // One spare entry: the object graph takes these arrays over for its own offsets
+          // (one more node, the super root) and targets (the root edges go in front).
+          s.edge_begin.reserve(s.addr.size() + 2);
           s.edge_begin.assign(s.addr.size() + 1, 0);
           // About two edges per block in real heaps; the vector grows past that if needed.
-          s.edge_target.reserve(std::min<uint64_t>(2 * s.addr.size(), reader.file_size() * 4));
+          s.edge_target.reserve(std::min<uint64_t>(2 * s.addr.size() + 4096, reader.file_size() * 4));
         }
         if (e.from_delta_size() != e.count_size()) {
           fail(pos, "edge columns of unequal length");
+          return false;
+        }
+        if (s.edge_target.size() + uint64_t(e.to_delta_size()) >= UINT32_MAX) {
+          fail(pos, "more than 2^32 - 2 edges in one snapshot (not supported)");
           return false;
         }
         uint64_t source = e.base_block();
@@ -172,7 +232,7 @@ bool load_snapshot(capture::CaptureReader &reader, uint32_t index, HeapSnapshot 
             return false;
           }
           // Sources without edges between the previous one and this one: empty ranges.
-          for (uint64_t q = any_source ? last_source + 1 : 0; q <= source; ++q) s.edge_begin[q] = s.edge_target.size();
+          for (uint64_t q = any_source ? last_source + 1 : 0; q <= source; ++q) s.edge_begin[q] = uint32_t(s.edge_target.size());
           any_source = true;
           last_source = source;
           uint32_t count = e.count(k);
@@ -247,8 +307,13 @@ bool load_snapshot(capture::CaptureReader &reader, uint32_t index, HeapSnapshot 
     *error = "no snapshot " + std::to_string(index) + " in " + reader.path();
     return false;
   }
-  if (s.edge_begin.empty()) s.edge_begin.assign(s.addr.size() + 1, 0);
-  for (uint64_t q = any_source ? last_source + 1 : 0; q <= s.addr.size(); ++q) s.edge_begin[q] = s.edge_target.size();
+  if (s.edge_begin.empty()) {
+    s.edge_begin.reserve(s.addr.size() + 2);
+    s.edge_begin.assign(s.addr.size() + 1, 0);
+  }
+  for (uint64_t q = any_source ? last_source + 1 : 0; q <= s.addr.size(); ++q) s.edge_begin[q] = uint32_t(s.edge_target.size());
+  s.call_site.done_loading();
+  s.load_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   if (!s.info.have_end) *error = "snapshot " + std::to_string(index) + " has no end record (the snapshot child did not finish)";
   return true;
 }

@@ -2,78 +2,138 @@
 
 #include <algorithm>
 #include <chrono>
+#include <stdexcept>
 
 namespace heapsnap::snapshot {
+
+struct RootRangesBuilder {
+  // pairs: (node, root range) for every root edge followed, in any order.
+  static RootRanges build(uint32_t num_nodes, std::vector<std::pair<uint32_t, uint32_t>> &pairs) {
+    // By node, then range: the first of a node's pairs is its first range.
+    std::sort(pairs.begin(), pairs.end());
+    RootRanges r;
+    r.num_nodes_ = num_nodes;
+    for (size_t i = 0; i < pairs.size(); ++i)
+      if (i == 0 || pairs[i].first != pairs[i - 1].first) {
+        r.node_.push_back(pairs[i].first);
+        r.range_.push_back(pairs[i].second);
+      }
+    return r;
+  }
+  static const std::vector<uint32_t> &nodes(const RootRanges &r) { return r.node_; }
+};
+
+uint32_t RootRanges::operator[](uint32_t node) const {
+  auto it = std::lower_bound(node_.begin(), node_.end(), node);
+  return it != node_.end() && *it == node ? range_[size_t(it - node_.begin())] : UINT32_MAX;
+}
+
 namespace {
 
 double seconds_since(std::chrono::steady_clock::time_point t) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
 }
 
+template <class T>
+void free_vector(std::vector<T> &v) {
+  std::vector<T>().swap(v);
+}
+
+// The CSR of the object graph, built over the snapshot's own edge layout: the blocks' offsets
+// shift by one node and by the root edges, which go in front of the targets; targets become
+// node ids (block + 1). `off` and `tgt` hold a copy of (or are) s.edge_begin and s.edge_target.
+void to_object_csr(const HeapSnapshot &s, bool follow_interior, const std::vector<uint32_t> &root_nodes,
+                   std::vector<uint32_t> &off, std::vector<uint32_t> &tgt, graph::CsrGraph &csr) {
+  const uint32_t blocks = s.blocks();
+  if (off.empty() && tgt.empty()) off.assign(size_t(blocks) + 1, 0);  // a snapshot without edge arrays
+  if (off.size() != size_t(blocks) + 1 || off.back() != tgt.size())
+    throw std::invalid_argument("object graph: inconsistent snapshot edge arrays");
+  if (!follow_interior) {  // drop the interior edges, in place
+    uint32_t out = 0, begin = off[0];
+    for (uint32_t b = 0; b < blocks; ++b) {
+      const uint32_t end = off[b + 1];
+      off[b] = out;
+      for (uint32_t k = begin; k < end; ++k)
+        if (!s.edge_interior[k]) tgt[out++] = tgt[k];
+      begin = end;
+    }
+    off[blocks] = out;
+    tgt.resize(out);
+  }
+  const size_t e = tgt.size(), r = root_nodes.size();
+  if (e + r > UINT32_MAX) throw std::length_error("object graph: 2^32 edges or more");
+  tgt.resize(e + r);  // within the loader's reserve, usually: no copy
+  for (size_t k = e; k-- > 0;) tgt[k + r] = ObjectGraph::node_of(tgt[k]);
+  std::copy(root_nodes.begin(), root_nodes.end(), tgt.begin());
+  off.resize(size_t(blocks) + 2);
+  for (size_t b = blocks + 1; b-- > 0;) off[b + 1] = off[b] + uint32_t(r);
+  off[0] = 0;
+  csr.num_nodes = blocks + 1;
+  csr.offsets = std::move(off);
+  csr.targets = std::move(tgt);
+}
+
 }  // namespace
 
-ObjectGraph build_object_graph(HeapSnapshot &s, bool follow_interior, bool with_children, bool release_edges) {
+ObjectGraph build_object_graph(HeapSnapshot &s, const GraphOptions &o) {
   ObjectGraph g;
+  g.stats.read_s = s.load_s;
   auto t0 = std::chrono::steady_clock::now();
   const uint32_t n = s.blocks() + 1;
-  g.csr.num_nodes = n;
-  g.csr.offsets.assign(size_t(n) + 1, 0);
-  g.root_range.assign(n, UINT32_MAX);
-  // Super root: each block a root range points at, once.
-  std::vector<uint32_t> root_targets;
-  for (uint32_t r = 0; r < s.roots.size(); ++r) {
-    const RootRange &rr = s.roots[r];
-    for (uint32_t k = rr.first; k < rr.first + rr.count; ++k) {
-      if (s.root_interior[k] && !follow_interior) continue;
-      uint32_t node = ObjectGraph::node_of(s.root_target[k]);
-      if (g.root_range[node] == UINT32_MAX) {
-        g.root_range[node] = r;
-        root_targets.push_back(node);
-      }
+  // Super root: each block a root range points at, once, in increasing order.
+  {
+    std::vector<std::pair<uint32_t, uint32_t>> pairs;
+    for (uint32_t r = 0; r < s.roots.size(); ++r) {
+      const RootRange &rr = s.roots[r];
+      for (uint32_t k = rr.first; k < rr.first + rr.count; ++k)
+        if (o.follow_interior || !s.root_interior[k]) pairs.push_back({ObjectGraph::node_of(s.root_target[k]), r});
     }
+    g.root_range = RootRangesBuilder::build(n, pairs);
   }
-  std::sort(root_targets.begin(), root_targets.end());
-  size_t edges = root_targets.size();
-  for (uint32_t b = 0; b < s.blocks(); ++b) {
-    g.csr.offsets[b + 1] = uint32_t(edges);
-    for (uint64_t k = s.edge_begin[b]; k < s.edge_begin[b + 1]; ++k)
-      if (follow_interior || !s.edge_interior[k]) ++edges;
-  }
-  g.csr.offsets[n] = uint32_t(edges);
-  g.csr.targets.resize(edges);
-  std::copy(root_targets.begin(), root_targets.end(), g.csr.targets.begin());
-  size_t at = root_targets.size();
-  for (uint32_t b = 0; b < s.blocks(); ++b)
-    for (uint64_t k = s.edge_begin[b]; k < s.edge_begin[b + 1]; ++k)
-      if (follow_interior || !s.edge_interior[k]) g.csr.targets[at++] = ObjectGraph::node_of(s.edge_target[k]);
-  if (release_edges) {
-    std::vector<uint64_t>().swap(s.edge_begin);
-    std::vector<uint32_t>().swap(s.edge_target);
-    std::vector<uint32_t>().swap(s.edge_offset);
-    std::vector<bool>().swap(s.edge_interior);
+  const std::vector<uint32_t> &root_nodes = RootRangesBuilder::nodes(g.root_range);
+  if (o.release_edges) {
+    to_object_csr(s, o.follow_interior, root_nodes, s.edge_begin, s.edge_target, g.csr);
+    free_vector(s.edge_begin);
+    free_vector(s.edge_target);
+    free_vector(s.edge_offset);
+    free_vector(s.edge_interior);
+  } else {
+    std::vector<uint32_t> off, tgt;
+    off.reserve(size_t(s.blocks()) + 2);
+    off.assign(s.edge_begin.begin(), s.edge_begin.end());
+    tgt.reserve(s.edge_target.size() + root_nodes.size());
+    tgt.assign(s.edge_target.begin(), s.edge_target.end());
+    to_object_csr(s, o.follow_interior, root_nodes, off, tgt, g.csr);
   }
   g.stats.build_s = seconds_since(t0);
-  g.stats.graph_bytes = graph::bytes_used(g.csr) + g.root_range.capacity() * 4;
+  g.stats.graph_bytes = graph::bytes_used(g.csr) + g.root_range.memory_bytes();
+  g.stats.target_bytes = g.csr.targets.capacity() * 4;
+  g.stats.edges = g.csr.num_edges();
+  g.stats.snapshot_bytes = s.memory_bytes();
 
   t0 = std::chrono::steady_clock::now();
-  g.dom = graph::compute_dominators(g.csr, 0);
+  g.dom = o.keep_csr ? graph::compute_dominators(g.csr, 0) : graph::compute_dominators_consuming(g.csr, 0);
   g.stats.dominators_s = seconds_since(t0);
   g.stats.dominator_bytes = g.dom.work_peak_bytes;
 
   t0 = std::chrono::steady_clock::now();
-  std::vector<uint64_t> shallow(n, 0);
-  for (uint32_t b = 0; b < s.blocks(); ++b) shallow[b + 1] = s.size[b];
-  g.retained = graph::compute_retained(g.dom, shallow);
-  std::vector<uint64_t>().swap(shallow);
-  if (with_children) g.children = graph::dominator_children(g.dom);
+  // Shallow sizes straight from the snapshot's column: node 0 (the super root) has none.
+  g.retained = graph::compute_retained_with(g.dom, [&](uint32_t v) { return v ? s.size[v - 1] : uint64_t(0); });
+  if (o.with_children) g.children = graph::dominator_children(g.dom);
   g.stats.retained_s = seconds_since(t0);
   g.stats.retained_bytes = g.retained.bytes.capacity() * 8 + g.retained.count.capacity() * 4 +
-                           (with_children ? graph::bytes_used(g.children) : 0);
-  g.stats.snapshot_bytes = s.memory_bytes();
+                           (o.with_children ? graph::bytes_used(g.children) : 0);
   g.stats.nodes = n;
-  g.stats.edges = edges;
   g.stats.reachable = g.dom.preorder.size();
   return g;
+}
+
+ObjectGraph build_object_graph(HeapSnapshot &s, bool follow_interior, bool with_children, bool release_edges) {
+  GraphOptions o;
+  o.follow_interior = follow_interior;
+  o.with_children = with_children;
+  o.release_edges = release_edges;
+  return build_object_graph(s, o);
 }
 
 uint32_t top_dominator(const ObjectGraph &g, uint32_t node) {

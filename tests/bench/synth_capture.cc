@@ -58,11 +58,18 @@ int main(int argc, char **argv) {
   p->set_snapshots_enabled(true);
   w.add(r);
   r.Clear();
+  const uint32_t blocks = g.num_nodes - 1;
   auto *b = r.mutable_snapshot_begin();
   b->set_index(0);
   b->set_label("synthetic " + kind + " graph");
+  // The totals a real snapshot carries: the loader sizes its columns from live_blocks.
+  uint64_t heap_bytes = 0;
+  for (uint32_t i = 1; i < g.num_nodes; ++i) heap_bytes += sg.shallow_size[i];
+  b->mutable_totals()->set_live_blocks(blocks);
+  b->mutable_totals()->set_alloc_calls(blocks);
+  b->mutable_totals()->set_bytes_allocated(heap_bytes);
+  b->mutable_totals()->set_heap_bytes(int64_t(heap_bytes));
   w.add(r);
-  const uint32_t blocks = g.num_nodes - 1;
   const uint64_t base = 0x100000000ull;
   uint64_t bytes = 0;
   for (uint32_t first = 0; first < blocks; first += 65536) {

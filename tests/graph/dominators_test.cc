@@ -51,12 +51,26 @@ void check_shape(const DominatorTree& t, const ref::Adj& adj, uint32_t root) {
   }
 }
 
+// compute_dominators_consuming must give exactly what compute_dominators gives, and leave the
+// graph empty but for its node count.
+void check_consuming(const CsrGraph& g, const DominatorTree& t, uint32_t root) {
+  CsrGraph scratch = g;
+  const DominatorTree c = compute_dominators_consuming(scratch, root);
+  CHECK(c.idom == t.idom);
+  CHECK(c.preorder == t.preorder);
+  CHECK(scratch.num_nodes == g.num_nodes);
+  CHECK(scratch.offsets.empty());
+  CHECK(scratch.targets.empty());
+}
+
 void check_against_reference(const Edges& e, uint32_t root) {
   const ref::Adj adj = ref::adjacency(e.n, e.from, e.to);
-  const DominatorTree t = compute_dominators(build_csr(e.n, e.from, e.to), root);
+  const CsrGraph g = build_csr(e.n, e.from, e.to);
+  const DominatorTree t = compute_dominators(g, root);
   check_shape(t, adj, root);
   const std::vector<uint32_t> expect = ref::dataflow_idom(adj, root);
   CHECK(t.idom == expect);
+  check_consuming(g, t, root);
 }
 
 }  // namespace
@@ -140,6 +154,10 @@ TEST_CASE("bad arguments are rejected") {
   CsrGraph broken = g;
   broken.offsets.pop_back();
   CHECK_THROWS_AS(compute_dominators(broken), std::invalid_argument);
+  CsrGraph scratch = g;
+  CHECK_THROWS_AS(compute_dominators_consuming(scratch, 2), std::invalid_argument);
+  CHECK(scratch.offsets == g.offsets);  // untouched
+  CHECK_THROWS_AS(compute_dominators_consuming(broken), std::invalid_argument);
 }
 
 TEST_CASE("random graphs match the data-flow reference") {
@@ -180,9 +198,11 @@ TEST_CASE("random graphs match the data-flow reference") {
 TEST_CASE("synthetic graphs match Cooper-Harvey-Kennedy") {
   auto check = [](const SyntheticGraph& s) {
     const ref::Adj adj = ref::adjacency(s.num_nodes, s.from, s.to);
-    const DominatorTree t = compute_dominators(build_csr(s.num_nodes, s.from, s.to));
+    const CsrGraph g = build_csr(s.num_nodes, s.from, s.to);
+    const DominatorTree t = compute_dominators(g);
     check_shape(t, adj, 0);
     CHECK(t.idom == ref::chk_idom(adj, 0));
+    check_consuming(g, t, 0);
   };
   for (uint64_t seed = 1; seed <= 3; ++seed) {
     CAPTURE(seed);
@@ -203,4 +223,10 @@ TEST_CASE("work_peak_bytes reports the working set") {
   CHECK(t.work_peak_bytes >= bytes_used(t));
   // Engine memory (graph + working set) stays under 40 bytes per node on heap-like graphs.
   CHECK(double(t.work_peak_bytes + bytes_used(g)) / s.num_nodes < 40.0);
+  // Consuming the graph: the peak counts the graph while it is held, and stays lower.
+  CsrGraph scratch = g;
+  const DominatorTree c = compute_dominators_consuming(scratch);
+  CHECK(c.work_peak_bytes >= bytes_used(c));
+  CHECK(double(c.work_peak_bytes) / s.num_nodes < 30.0);
+  CHECK(c.work_peak_bytes < t.work_peak_bytes + bytes_used(g));
 }

@@ -18,8 +18,11 @@ void check_list(const SyntheticGraph& s) {
   const uint32_t n = s.num_nodes;
   DominatorTree t;
   {
-    const CsrGraph g = build_csr(n, s.from, s.to);
+    CsrGraph g = build_csr(n, s.from, s.to);
     t = compute_dominators(g);
+    const DominatorTree c = compute_dominators_consuming(g);  // a DFS n levels deep
+    CHECK(c.idom == t.idom);
+    CHECK(c.preorder == t.preorder);
   }
   REQUIRE(t.idom.size() == n);
   REQUIRE(t.preorder.size() == n);

@@ -99,6 +99,15 @@ TEST_CASE("retained equals what removing the node disconnects, on random graphs"
     const ref::Adj adj = ref::adjacency(n, from, to);
     CAPTURE(round);
     CHECK(r.bytes == ref::removal_retained(adj, 0, shallow));
+    // Sizes from a function instead of an array: asked once per reachable node, same result.
+    size_t calls = 0;
+    const RetainedSizes f = compute_retained_with(t, [&](uint32_t v) {
+      ++calls;
+      return shallow[v];
+    });
+    CHECK(f.bytes == r.bytes);
+    CHECK(f.count == r.count);
+    CHECK(calls == t.preorder.size());
 
     // The children CSR is the idom relation turned around, listed in preorder.
     const DomChildren c = dominator_children(t);

@@ -303,7 +303,8 @@ def baseline(a, path):
     check(not s["truncated"] and s["problems"] == [] and s["end_reason"] == "exit", "intact capture: complete, no problems")
     snaps = snapshots_of(res["snapshots"])
     complete = [x for x in snaps if x["complete"]]
-    check(len(complete) >= 1 and complete[-1]["trigger"] == "exit",
+    # --max-snapshots 3: on a loaded machine three signal snapshots can use the cap up before exit.
+    check(len(complete) >= 1 and (complete[-1]["trigger"] == "exit" or len(complete) == 3),
           "intact capture: %d complete snapshots (%s)" % (len(complete), ", ".join(x["trigger"] for x in complete)))
     check(len(frames) >= 8, "the capture has %d frames (header included)" % len(frames))
     print("capture: %d bytes, %d frames, %d snapshots, %d alloc calls"

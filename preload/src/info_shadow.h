@@ -1,11 +1,15 @@
-// The full live-block table for snapshots: 8 bytes per 16-byte granule, written at each block's
-// first granule when snapshots are enabled: the allocation's call site (an index into
+// The full live-block table for snapshots: 8 bytes per unit of address space, written at the unit
+// where a block starts when snapshots are enabled: the allocation's call site (an index into
 // call_sites) and its allocation time. Together with the byte shadow (which says where blocks
 // start and how big they are) this is every live block, with no hash table and no lock on the
 // allocation path; a freed block needs no update (its byte-shadow entry is cleared).
 //
-// Cost: touched pages only, at most 50% of the heap for a heap of 16-byte blocks, about
-// 8 bytes per live block for typical ones (measured in the issue note).
+// A unit is 32 bytes when the next allocator is glibc's (usable::g_glibc_layout: its chunks are
+// at least 32 bytes long, so no two blocks start in one unit), else a 16-byte granule.
+//
+// Cost: touched pages only, at most 25% of the heap for a glibc heap of its smallest blocks
+// (50% with 16-byte units), 8 bytes per live block for larger ones. Every touched page is also
+// a page table entry the snapshot's fork copies while the program waits.
 //
 // An entry is stored with bit 63 set so that it never looks like a pointer to a conservative
 // scan of the tracer's own memory.
@@ -18,9 +22,13 @@
 
 namespace hs::info {
 
-constexpr size_t kLeafBytes = shadow::kLeafBytes * 8;
 extern std::atomic<uint64_t *> top[shadow::kTopEntries];
 extern bool enabled;
+extern unsigned unit_shift;  // log2 of the unit: 5 (glibc) or 4
+
+// Chooses the unit (before the first slot is written): 32 bytes if the allocator allows it.
+void init(bool glibc_layout);
+HS_INLINE size_t leaf_bytes() { return (size_t(1) << (shadow::kRegionShift - unit_shift)) * 8; }
 
 uint64_t *create_leaf(size_t index);
 
@@ -34,7 +42,7 @@ HS_INLINE uint64_t *slot(const void *p, bool create) {
     leaf = create_leaf(t);
     if (!leaf) return nullptr;
   }
-  return leaf + ((a & ((uint64_t(1) << shadow::kRegionShift) - 1)) >> shadow::kGranuleShift);
+  return leaf + ((a & ((uint64_t(1) << shadow::kRegionShift) - 1)) >> unit_shift);
 }
 
 HS_INLINE uint64_t encode(uint32_t site, uint32_t time_ms) {

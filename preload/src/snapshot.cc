@@ -23,6 +23,7 @@
 #include "proc_maps.h"
 #include "sampled_blocks.h"
 #include "shadow_map.h"
+#include "spinlock.h"
 #include "thread_state.h"
 #include "tracer.h"
 #include "usable_size.h"
@@ -33,6 +34,8 @@ namespace {
 
 std::atomic<bool> g_signal_flag{false};
 std::atomic<bool> g_client_flag{false};
+// heapsnap_snapshot()'s label: written by any thread of the program, read by the writer thread.
+SpinLock g_client_lock;
 char g_client_label[256];
 uint32_t g_taken = 0;            // snapshots started by this process
 uint64_t g_last_periodic_ns = 0;
@@ -52,8 +55,32 @@ void on_signal(int) { g_signal_flag.store(true, std::memory_order_relaxed); }
 
 constexpr size_t kChildArenaBytes = size_t(64) << 30;  // virtual; NORESERVE
 constexpr uint32_t kBlocksPerRecord = 65536;
-constexpr uint32_t kEdgesPerRecord = 1u << 20;
-constexpr uint64_t kIndexMark = uint64_t(1) << 62;  // info slot overwritten with a block number
+constexpr uint32_t kEdgesPerRecord = 1u << 18;  // about 1.5 MiB of columns: they stay in cache
+// zstd level of the snapshot's frames. Level 1 compresses a 10-million-block snapshot about 45 ms
+// (of one core) faster than level 3; the capture is 0-20% bigger, well under a byte per block.
+constexpr int kZstdLevel = 1;
+
+// The block index: the number of the block holding any address, in O(1), in the child's own
+// memory (about 16 bytes per KiB of heap). Address space is cut into regions of 64 MiB and each
+// region into groups of 64 granules (1 KiB): a group keeps a bit per granule where a block starts
+// and the number of blocks that start before the group. The block holding v is then the last one
+// starting at or before v: rank + popcount(bits up to v's granule) - 1, with one check of its end.
+// Only the groups between a region's first and last block start are stored; a region no block
+// starts in but a large block covers keeps just its rank.
+constexpr unsigned kIndexRegionShift = 26;
+constexpr unsigned kGroupShift = 10;
+constexpr uint32_t kGroupsPerRegion = 1u << (kIndexRegionShift - kGroupShift);
+constexpr size_t kIndexRegions = size_t(1) << (shadow::kAddressBits - kIndexRegionShift);
+struct Group {
+  uint64_t bits;      // granules where a block starts
+  uint32_t rank;      // blocks starting before this group
+  uint32_t irregular; // a start not on a granule, or two in one (client pools): search instead
+};
+struct IndexRegion {
+  Group *groups;                  // groups [first, end) of the region
+  uint32_t first, end;
+  uint32_t rank_before, rank_after;  // blocks starting before the region, and before its end
+};
 
 struct Child {
   uint32_t index;
@@ -66,14 +93,16 @@ struct Child {
   long nmaps = 0;
   bool *has_blocks = nullptr;  // per mapping
 
-  // Blocks in address order.
+  // Blocks in address order; a bit per block for the sampled ones.
   uint64_t *addr = nullptr;
   uint64_t *size = nullptr;
+  uint64_t *sampled = nullptr;
   uint32_t n = 0, cap = 0;
-  uint64_t lo = ~0ull, hi = 0;
+  IndexRegion *regions = nullptr;  // the block index: kIndexRegions entries (only touched pages cost)
+  uint64_t lo = 0, hi = 0;  // [first block, end of the last): the pointer candidates
   uint64_t skipped = 0, bytes = 0;
   // Objects of client-API pools, merged into the block list: pool_obj[i] indexes `objs` for a
-  // pool object, UINT32_MAX for a malloc block.
+  // pool object, UINT32_MAX for a malloc block (pool_obj is null when there are no pools).
   struct PoolObj {
     uint64_t addr, size, id;
     uint32_t pool, stack, site, time_ms;
@@ -135,7 +164,7 @@ void build_exclusions(const Child &c, uint64_t arena_lo, uint64_t arena_hi) {
     if (uint8_t *l = shadow::top[t].load(std::memory_order_relaxed))
       g_excluded[g_nexcluded++] = {uint64_t(l), uint64_t(l) + shadow::kLeafBytes};
     if (uint64_t *l = info::top[t].load(std::memory_order_relaxed))
-      g_excluded[g_nexcluded++] = {uint64_t(l), uint64_t(l) + info::kLeafBytes};
+      g_excluded[g_nexcluded++] = {uint64_t(l), uint64_t(l) + info::leaf_bytes()};
   }
   g_excluded[g_nexcluded++] = {arena_lo, arena_hi};
   if (c.writer_hi) g_excluded[g_nexcluded++] = {c.writer_lo, c.writer_hi};
@@ -172,76 +201,109 @@ bool is_ours(const Mapping &m) {
   return heap::owns(reinterpret_cast<void *>(m.start + 4096));
 }
 
-void add_block(Child &c, uint64_t a, uint64_t s) {
-  if (c.n == c.cap) {
-    uint32_t cap = c.cap ? c.cap * 2 : 1u << 16;
-    auto *na = static_cast<uint64_t *>(heap::grow(c.addr, size_t(cap) * 8));
-    auto *ns = static_cast<uint64_t *>(heap::grow(c.size, size_t(cap) * 8));
-    if (!na || !ns) {
-      c.error = "out of memory (blocks)";
-      return;
-    }
-    c.addr = na;
-    c.size = ns;
-    c.cap = cap;
+// Room for `want` blocks in the block arrays (grown by copying: the child's arena never frees).
+bool reserve_blocks(Child &c, uint64_t want) {
+  if (want <= c.cap) return true;
+  if (want > UINT32_MAX - 1) want = UINT32_MAX - 1;
+  if (want <= c.cap) {
+    c.error = "too many blocks";
+    return false;
   }
-  c.addr[c.n] = a;
-  c.size[c.n] = s;
-  ++c.n;
+  auto *na = static_cast<uint64_t *>(heap::grow(c.addr, size_t(want) * 8));
+  auto *ns = static_cast<uint64_t *>(heap::grow(c.size, size_t(want) * 8));
+  auto *ni = static_cast<uint64_t *>(heap::grow(c.sampled, size_t(want + 63) / 64 * 8));
+  if (!na || !ns || !ni) {
+    c.error = "out of memory (blocks)";
+    return false;
+  }
+  c.addr = na;
+  c.size = ns;
+  c.sampled = ni;
+  c.cap = uint32_t(want);
+  return true;
 }
 
-// Finds the blocks of one mapping from the byte shadow, in address order.
-void enumerate_range(Child &c, long mi, uint64_t lo, uint64_t hi) {
+// 0x80 in each non-zero byte of x, 0 elsewhere.
+HS_INLINE uint64_t nonzero_bytes(uint64_t x) {
+  constexpr uint64_t k7f = 0x7f7f7f7f7f7f7f7full;
+  return (((x & k7f) + k7f) | x) & ~k7f;
+}
+
+// Finds the blocks of one mapping from the byte shadow, in address order. The shadow gives
+// candidate starts (its non-zero bytes, eight at a time) without reading the heap, so that the
+// chunk headers that confirm them can be fetched ahead; following the chunk sizes from one block
+// to the next instead would wait for memory at every block.
+HS_NOINLINE void enumerate_range(Child &c, long mi, uint64_t lo, uint64_t hi) {
   const Mapping &m = c.maps[mi];
   uint64_t g = (lo + 15) & ~uint64_t(15);
+  uint32_t n0 = c.n;
+  constexpr uint32_t kCandidates = 1024, kAhead = 16;  // 4 KiB of stack
+  uint32_t cand[kCandidates];
   while (g < hi && !c.error) {
-    uint8_t *s = shadow::find(reinterpret_cast<void *>(g));
-    uint64_t region_end = ((g >> shadow::kRegionShift) + 1) << shadow::kRegionShift;
+    uint64_t region = g & ~((uint64_t(1) << shadow::kRegionShift) - 1);
+    uint64_t region_end = region + (uint64_t(1) << shadow::kRegionShift);
     uint64_t stop = hi < region_end ? hi : region_end;
-    if (!s) {
+    const uint8_t *leaf = shadow::find(reinterpret_cast<void *>(region));
+    if (!leaf) {
       g = stop;
       continue;
     }
-    // Walk shadow bytes, eight at a time where they are all zero.
-    uint64_t count = (stop - g) >> 4;
-    uint64_t i = 0;
-    while (i < count) {
-      if ((reinterpret_cast<uint64_t>(s + i) & 7) == 0 && i + 8 <= count) {
-        uint64_t w;
-        memcpy(&w, s + i, 8);
-        if (w == 0) {
-          i += 8;
-          continue;
+    // Granule numbers within the region (below 2^26): [first, end).
+    const uint64_t first = (g - region) >> shadow::kGranuleShift;
+    const uint64_t end = first + ((stop - g) >> shadow::kGranuleShift);
+    uint64_t bytes = 0;
+    uint64_t inside = 0;  // granules before this one belong to the latest block
+    uint64_t w = first & ~uint64_t(7);
+    while (w < end && !c.error) {
+      // Gather candidates: the non-zero shadow bytes of the next words.
+      uint32_t nc = 0;
+      for (; w < end && nc <= kCandidates - 8; w += 8) {
+        uint64_t x;
+        memcpy(&x, leaf + w, 8);
+        if (!x) continue;
+        uint64_t nz = nonzero_bytes(x);
+        if (w < first) nz &= ~uint64_t(0) << ((first - w) * 8);
+        if (w + 8 > end) nz &= ~uint64_t(0) >> ((w + 8 - end) * 8);
+        while (nz) {
+          cand[nc++] = uint32_t(w + (uint64_t(__builtin_ctzll(nz)) >> 3));
+          nz &= nz - 1;
         }
       }
-      uint8_t v = s[i];
-      if (v == 0) {
-        ++i;
-        continue;
+      // Confirm them against the heap, fetching ahead.
+      for (uint32_t k = 0; k < nc; ++k) {
+        if (k + kAhead < nc) __builtin_prefetch(reinterpret_cast<const void *>(region + (uint64_t(cand[k + kAhead]) << 4) - 8));
+        uint64_t i = cand[k];
+        if (i < inside) continue;  // inside the previous block (a large block's size bytes, or stale)
+        uint8_t v = leaf[i];
+        uint64_t a = region + (i << 4);
+        // Check the block against its glibc chunk header; a racing thread may have left it torn.
+        uint64_t usable = (a >= m.start + 8) ? usable::of(reinterpret_cast<void *>(a)) : 0;
+        uint64_t req = 0;
+        bool ok = usable > 0 && usable < (uint64_t(1) << 46) && a + usable <= m.end;
+        if (HS_LIKELY(ok)) {
+          req = shadow::requested_size(reinterpret_cast<void *>(a), v, usable);
+          ok = req <= usable;
+        }
+        if (HS_UNLIKELY(!ok)) {
+          ++c.skipped;
+          continue;
+        }
+        if (HS_UNLIKELY(c.n == c.cap) && !reserve_blocks(c, uint64_t(c.cap) * 2 + 65536)) return;
+        c.addr[c.n] = a;
+        c.size[c.n] = req;
+        uint64_t &word = c.sampled[c.n >> 6];
+        if (!(c.n & 63)) word = 0;
+        word |= uint64_t(v >> 7) << (c.n & 63);
+        ++c.n;
+        bytes += req;
+        // Nothing else starts inside this block.
+        inside = i + ((usable + 8 + 15) >> 4);
       }
-      uint64_t a = g + (i << 4);
-      // Check the block against its glibc chunk header; a racing thread may have left it torn.
-      uint64_t usable = (a >= m.start + 8) ? usable::of(reinterpret_cast<void *>(a)) : 0;
-      uint64_t req = 0;
-      bool ok = usable > 0 && usable < (uint64_t(1) << 46) && a + usable <= m.end;
-      if (ok) {
-        req = shadow::requested_size(reinterpret_cast<void *>(a), v, usable);
-        ok = req <= usable;
-      }
-      if (!ok) {
-        ++c.skipped;
-        ++i;
-        continue;
-      }
-      add_block(c, a, req);
-      c.has_blocks[mi] = true;
-      c.bytes += req;
-      // Skip the granules inside this block: nothing else starts there.
-      uint64_t span = (usable + 8 + 15) >> 4;
-      i += span ? span : 1;
     }
+    c.bytes += bytes;
     g = stop;
   }
+  if (c.n != n0) c.has_blocks[mi] = true;
 }
 
 // Adds the pools' objects to the (address-ordered) block list. A malloc block that holds pool
@@ -250,13 +312,10 @@ void enumerate_range(Child &c, long mi, uint64_t lo, uint64_t hi) {
 void merge_pool_objects(Child &c) {
   uint64_t total = 0;
   for (uint32_t i = 0; pools::Pool *p = pools::pool_at(i); ++i) total += p->used;
+  if (total == 0) return;
   c.pool_obj = static_cast<uint32_t *>(heap::alloc((size_t(c.n) + total + 1) * 4));
   if (!c.pool_obj) {
     c.error = "out of memory (pools)";
-    return;
-  }
-  if (total == 0) {
-    for (uint32_t i = 0; i < c.n; ++i) c.pool_obj[i] = UINT32_MAX;
     return;
   }
   c.objs = static_cast<Child::PoolObj *>(heap::alloc(size_t(total) * sizeof(Child::PoolObj)));
@@ -274,7 +333,8 @@ void merge_pool_objects(Child &c) {
   uint32_t n = c.n + c.nobjs;
   auto *addr = static_cast<uint64_t *>(heap::alloc(size_t(n) * 8));
   auto *size = static_cast<uint64_t *>(heap::alloc(size_t(n) * 8));
-  if (!addr || !size) {
+  auto *sampled = static_cast<uint64_t *>(heap::alloc_zeroed(size_t(n + 63) / 64 * 8));
+  if (!addr || !size || !sampled) {
     c.error = "out of memory (pools)";
     return;
   }
@@ -298,12 +358,14 @@ void merge_pool_objects(Child &c) {
     }
     addr[out] = c.addr[i];
     size[out] = c.size[i];
+    sampled[out >> 6] |= (c.sampled[i >> 6] >> (i & 63) & 1) << (out & 63);
     c.pool_obj[out++] = UINT32_MAX;
     ++i;
   }
   for (uint32_t k = 0; k < c.nobjs; ++k) c.bytes += c.objs[k].size;
   c.addr = addr;
   c.size = size;
+  c.sampled = sampled;
   c.n = out;
 }
 
@@ -315,103 +377,176 @@ void mark_heap_mappings(Child &c) {
   }
 }
 
-// Block number for an address that points into a block, or UINT32_MAX.
-inline uint32_t lookup(const Child &c, uint64_t v, bool *interior) {
-  if (v < c.lo || v >= c.hi) return UINT32_MAX;
-  if ((v & 15) == 0) {
-    uint8_t *s = shadow::find(reinterpret_cast<void *>(v));
-    if (s && *s) {
-      uint64_t *slot = info::slot(reinterpret_cast<void *>(v), false);
-      if (slot && (*slot & kIndexMark) && !(*slot >> 63)) {
-        *interior = false;
-        return uint32_t(*slot);
-      }
-    }
+// The scans that look pointers up are built twice, for baseline x86-64 and with the popcnt
+// instruction, and the loader picks one (GCC function multiversioning).
+#if defined(__x86_64__) && !defined(__POPCNT__)
+#define HS_POPCNT_CLONES __attribute__((target_clones("popcnt", "default")))
+#else
+#define HS_POPCNT_CLONES
+#endif
+HS_INLINE uint32_t popcount64(uint64_t x) { return uint32_t(__builtin_popcountll(x)); }
+
+// Builds the block index (see IndexRegion) from the address-ordered block list.
+void build_index(Child &c) {
+  c.regions = static_cast<IndexRegion *>(heap::alloc_zeroed(kIndexRegions * sizeof(IndexRegion)));
+  if (!c.regions) {
+    c.error = "out of memory (index)";
+    return;
   }
-  // Interior pointer: the last block starting at or before v.
+  // Blocks past the 47-bit address space (only a client pool could claim one) are never targets.
+  uint32_t n = uint32_t(std::lower_bound(c.addr, c.addr + c.n, uint64_t(1) << shadow::kAddressBits) - c.addr);
+  if (c.hi > (uint64_t(1) << shadow::kAddressBits)) c.hi = uint64_t(1) << shadow::kAddressBits;
+  IndexRegion *cur = nullptr;
+  uint64_t cur_r = 0;
+  Group *g = nullptr;  // the group of the latest block start
+  uint32_t gi = 0;     // its number in the region
+  for (uint32_t b = 0; b < n; ++b) {
+    uint64_t a = c.addr[b];
+    uint64_t r = a >> kIndexRegionShift;
+    uint32_t want = uint32_t(a >> kGroupShift) & (kGroupsPerRegion - 1);
+    if (!cur || r != cur_r) {
+      if (cur) {
+        cur->rank_after = b;
+        // Regions after it that the previous block covers (a large block): rank only.
+        uint64_t prev_end = c.addr[b - 1] + c.size[b - 1];
+        for (uint64_t q = cur_r + 1; q < r && q < kIndexRegions && (q << kIndexRegionShift) < prev_end; ++q)
+          c.regions[q].rank_before = c.regions[q].rank_after = b;
+      }
+      cur = &c.regions[r];
+      cur_r = r;
+      cur->groups = static_cast<Group *>(heap::alloc(size_t(kGroupsPerRegion - want) * sizeof(Group)));
+      if (!cur->groups) {
+        c.error = "out of memory (index)";
+        return;
+      }
+      cur->first = want;
+      cur->end = want + 1;
+      cur->rank_before = b;
+      g = cur->groups;
+      gi = want;
+      *g = {0, b, 0};
+    }
+    while (gi < want) {  // groups between two block starts: none starts there
+      ++gi;
+      *++g = {0, b, 0};
+    }
+    cur->end = gi + 1;
+    uint64_t bit = uint64_t(1) << ((a >> shadow::kGranuleShift) & 63);
+    if ((a & 15) || (g->bits & bit)) g->irregular = 1;
+    g->bits |= bit;
+  }
+  if (cur) {
+    cur->rank_after = n;
+    uint64_t last_end = c.addr[n - 1] + c.size[n - 1];
+    for (uint64_t q = cur_r + 1; q < kIndexRegions && (q << kIndexRegionShift) < last_end; ++q)
+      c.regions[q].rank_before = c.regions[q].rank_after = n;
+  }
+}
+
+// The last block starting at or before v, by binary search (irregular groups only).
+HS_NOINLINE uint32_t search_block(const Child &c, uint64_t v) {
   uint32_t l = 0, r = c.n;
   while (l < r) {
     uint32_t mid = (l + r) / 2;
     if (c.addr[mid] <= v) l = mid + 1;
     else r = mid;
   }
-  if (l == 0) return UINT32_MAX;
-  uint32_t b = l - 1;
+  return l;  // number of blocks starting at or before v
+}
+
+// Block number for an address that points into a block, or UINT32_MAX.
+HS_INLINE uint32_t lookup(const Child &c, uint64_t v, bool *interior) {
+  if (v - c.lo >= c.hi - c.lo) return UINT32_MAX;
+  const IndexRegion &r = c.regions[v >> kIndexRegionShift];
+  uint32_t gi = uint32_t(v >> kGroupShift) & (kGroupsPerRegion - 1);
+  uint32_t rank;
+  if (gi < r.first) {
+    rank = r.rank_before;
+  } else if (gi >= r.end) {
+    rank = r.rank_after;
+  } else {
+    const Group &g = r.groups[gi - r.first];
+    if (HS_UNLIKELY(g.irregular)) {
+      rank = search_block(c, v);
+    } else {
+      unsigned bit = unsigned(v >> shadow::kGranuleShift) & 63;
+      uint64_t upto = g.bits & (~uint64_t(0) >> (63 - bit));
+      rank = g.rank + popcount64(upto);
+      if ((v & 15) == 0 && (g.bits >> bit & 1)) {  // a block's first byte
+        *interior = false;
+        return rank - 1;
+      }
+    }
+  }
+  if (rank == 0) return UINT32_MAX;
+  uint32_t b = rank - 1;
   uint64_t end = c.addr[b] + (c.size[b] ? c.size[b] : 1);
   if (v >= end) return UINT32_MAX;
   *interior = v != c.addr[b];
   return b;
 }
 
+// Block records, kBlocksPerRecord blocks each: every column in one pass over the blocks.
 void write_blocks(Child &c) {
+  wire::Buf col[6];  // addresses, sizes, sites, stacks, sample ids, times
+  wire::Buf pools;
   for (uint32_t first = 0; first < c.n && !c.error; first += kBlocksPerRecord) {
     uint32_t last = first + kBlocksPerRecord < c.n ? first + kBlocksPerRecord : c.n;
+    for (wire::Buf &b : col) {
+      b.clear();
+      if (!b.reserve(size_t(last - first) * 10)) c.error = "out of memory (blocks)";
+    }
+    if (c.error) return;
+    pools.clear();
+    uint8_t *p[6];
+    for (int k = 0; k < 6; ++k) p[k] = col[k].data();
+    uint64_t prev = 0, prev_site = 0;
+    uint32_t site_index = 0;
+    uint64_t site_address = 0;  // of site_index (most blocks in a row share their call site)
+    for (uint32_t i = first; i < last; ++i) {
+      uint64_t a = c.addr[i];
+      if (i + 16 < last) __builtin_prefetch(info::slot(reinterpret_cast<void *>(c.addr[i + 16]), false));
+      p[0] = wire::put_varint(p[0], wire::zigzag(int64_t(a - prev)));
+      prev = a;
+      p[1] = wire::put_varint(p[1], c.size[i]);
+      uint64_t site, stack = 0, id = 0, time_ms;
+      if (HS_UNLIKELY(c.pool_obj != nullptr) && c.pool_obj[i] != UINT32_MAX) {
+        const Child::PoolObj &o = c.objs[c.pool_obj[i]];
+        site = call_sites::address(o.site);
+        stack = o.stack;
+        id = o.id;
+        time_ms = o.time_ms;
+      } else {
+        // Call site and time from the live-block table, sample identity from the sampled set.
+        const uint64_t *slot = info::slot(reinterpret_cast<void *>(a), false);
+        uint64_t e = slot ? *slot : 0;
+        if (info::site_of(e) != site_index) {
+          site_index = info::site_of(e);
+          site_address = call_sites::address(site_index);
+        }
+        site = site_address;
+        time_ms = info::time_ms_of(e);
+        if (HS_UNLIKELY(c.sampled[i >> 6] >> (i & 63) & 1)) {
+          sampled_blocks::Name name{0, 0};
+          sampled_blocks::peek(reinterpret_cast<void *>(a), &name);
+          stack = name.stack;
+          id = name.id;
+        }
+      }
+      p[2] = wire::put_varint(p[2], wire::zigzag(int64_t(site - prev_site)));
+      prev_site = site;
+      p[3] = wire::put_varint(p[3], stack);
+      p[4] = wire::put_varint(p[4], id);
+      p[5] = wire::put_varint(p[5], time_ms);
+      if (HS_UNLIKELY(c.nobjs)) pools.varint(c.pool_obj[i] != UINT32_MAX ? c.objs[c.pool_obj[i]].pool : 0);
+    }
     wire::RecordMark m = wire::begin_record(c.out, wire::kSnapshotBlocks);
     c.out.u64(1, c.index);
-    size_t at = c.out.open(2);
-    uint64_t prev = 0;
-    for (uint32_t i = first; i < last; ++i) {
-      c.out.varint(wire::zigzag(int64_t(c.addr[i] - prev)));
-      prev = c.addr[i];
+    for (int k = 0; k < 6; ++k) {
+      size_t len = size_t(p[k] - col[k].data());
+      c.out.len(uint32_t(2 + k), col[k].data(), len);
     }
-    c.out.close(at);
-    at = c.out.open(3);
-    for (uint32_t i = first; i < last; ++i) c.out.varint(c.size[i]);
-    c.out.close(at);
-    // Call site, sample identity and time from the live-block table and the sampled set.
-    at = c.out.open(4);
-    uint64_t prev_site = 0;
-    for (uint32_t i = first; i < last; ++i) {
-      uint64_t site;
-      if (c.pool_obj[i] != UINT32_MAX) {
-        site = call_sites::address(c.objs[c.pool_obj[i]].site);
-      } else {
-        uint64_t *slot = info::slot(reinterpret_cast<void *>(c.addr[i]), false);
-        site = slot ? call_sites::address(info::site_of(*slot)) : 0;
-      }
-      c.out.varint(wire::zigzag(int64_t(site - prev_site)));
-      prev_site = site;
-    }
-    c.out.close(at);
-    size_t st = c.out.open(5);
-    for (uint32_t i = first; i < last; ++i) {
-      if (c.pool_obj[i] != UINT32_MAX) {
-        c.out.varint(c.objs[c.pool_obj[i]].stack);
-        continue;
-      }
-      uint8_t *s = shadow::find(reinterpret_cast<void *>(c.addr[i]));
-      sampled_blocks::Name name{0, 0};
-      if (s && (*s & shadow::kSampledBit)) sampled_blocks::peek(reinterpret_cast<void *>(c.addr[i]), &name);
-      c.out.varint(name.stack);
-    }
-    c.out.close(st);
-    size_t id = c.out.open(6);
-    for (uint32_t i = first; i < last; ++i) {
-      if (c.pool_obj[i] != UINT32_MAX) {
-        c.out.varint(c.objs[c.pool_obj[i]].id);
-        continue;
-      }
-      uint8_t *s = shadow::find(reinterpret_cast<void *>(c.addr[i]));
-      sampled_blocks::Name name{0, 0};
-      if (s && (*s & shadow::kSampledBit)) sampled_blocks::peek(reinterpret_cast<void *>(c.addr[i]), &name);
-      c.out.varint(name.id);
-    }
-    c.out.close(id);
-    size_t tm = c.out.open(7);
-    for (uint32_t i = first; i < last; ++i) {
-      if (c.pool_obj[i] != UINT32_MAX) {
-        c.out.varint(c.objs[c.pool_obj[i]].time_ms);
-        continue;
-      }
-      uint64_t *slot = info::slot(reinterpret_cast<void *>(c.addr[i]), false);
-      c.out.varint(slot ? info::time_ms_of(*slot) : 0);
-    }
-    c.out.close(tm);
-    if (c.nobjs) {
-      size_t pl = c.out.open(8);
-      for (uint32_t i = first; i < last; ++i) c.out.varint(c.pool_obj[i] != UINT32_MAX ? c.objs[c.pool_obj[i]].pool : 0);
-      c.out.close(pl);
-    }
+    if (c.nobjs) c.out.len(8, pools.data(), pools.size());
     c.out.u64(9, first);
     wire::end_record(c.out, m);
     flush_frame(c, false);
@@ -435,14 +570,6 @@ void write_contents(Child &c) {
     flush_frame(c, false);
     first = last;
   }
-}
-
-// Replaces each block's live-table entry by its number (the child's copy only), so that a start
-// pointer finds its block in O(1).
-void index_blocks(Child &c) {
-  for (uint32_t i = 0; i < c.n; ++i)
-    if (c.pool_obj[i] == UINT32_MAX)
-      if (uint64_t *slot = info::slot(reinterpret_cast<void *>(c.addr[i]), true)) *slot = kIndexMark | i;
 }
 
 struct EdgeRecord {
@@ -472,11 +599,39 @@ void edge_record_flush(Child &c, EdgeRecord &e) {
   flush_frame(c, false);
 }
 
-void scan_blocks(Child &c) {
+// Appends block i's edges to the open edge record.
+HS_INLINE void emit_edges(Child &c, EdgeRecord &e, uint32_t i, const uint32_t *targets, const uint32_t *offsets,
+                          const bool *inter, uint32_t k) {
+  if (!e.open) {
+    e.open = true;
+    e.base = i;
+    e.prev_source = i;
+    e.prev_interior = 0;
+  }
+  e.from.varint(i - e.prev_source);
+  e.prev_source = i;
+  e.count.varint(k);
+  for (uint32_t q = 0; q < k; ++q) {
+    e.to.varint(wire::zigzag(int64_t(targets[q]) - int64_t(i)));
+    e.offset.varint(offsets[q]);
+    if (inter[q]) {
+      e.interior.varint(e.edges - e.prev_interior);
+      e.prev_interior = e.edges;
+      ++c.interior;
+    }
+    ++e.edges;
+  }
+  c.edges += k;
+  if (e.edges >= kEdgesPerRecord) edge_record_flush(c, e);
+}
+
+HS_POPCNT_CLONES void scan_blocks(Child &c) {
   EdgeRecord e;
-  uint32_t targets[4096];
-  uint32_t offsets[4096];
-  bool inter[4096];
+  constexpr uint32_t kMaxEdges = 4096;  // per block: a huge pointer array keeps its first 4096 runs
+  uint32_t targets[kMaxEdges];
+  uint32_t offsets[kMaxEdges];
+  bool inter[kMaxEdges];
+  const uint64_t lo = c.lo, span = c.hi - c.lo;
   for (uint32_t i = 0; i < c.n && !c.error; ++i) {
     uint64_t a = c.addr[i];
     uint64_t words = c.size[i] / 8;
@@ -484,7 +639,7 @@ void scan_blocks(Child &c) {
     const uint64_t *w = reinterpret_cast<const uint64_t *>(a);
     for (uint64_t j = 0; j < words; ++j) {
       uint64_t v = w[j];
-      if (v < c.lo || v >= c.hi) continue;
+      if (v - lo >= span) continue;
       bool interior = false;
       uint32_t t = lookup(c, v, &interior);
       if (t == UINT32_MAX) continue;
@@ -492,36 +647,15 @@ void scan_blocks(Child &c) {
       targets[k] = t;
       offsets[k] = uint32_t(j * 8 > 0xffffffffu ? 0xffffffffu : j * 8);
       inter[k] = interior;
-      if (++k == 4096) break;  // a huge pointer array: the first 4096 distinct runs are kept
+      if (++k == kMaxEdges) break;
     }
-    if (!k) continue;
-    if (!e.open) {
-      e.open = true;
-      e.base = i;
-      e.prev_source = i;
-      e.prev_interior = 0;
-    }
-    e.from.varint(i - e.prev_source);
-    e.prev_source = i;
-    e.count.varint(k);
-    for (uint32_t q = 0; q < k; ++q) {
-      e.to.varint(wire::zigzag(int64_t(targets[q]) - int64_t(i)));
-      e.offset.varint(offsets[q]);
-      if (inter[q]) {
-        e.interior.varint(e.edges - e.prev_interior);
-        e.prev_interior = e.edges;
-        ++c.interior;
-      }
-      ++e.edges;
-    }
-    c.edges += k;
-    if (e.edges >= kEdgesPerRecord) edge_record_flush(c, e);
+    if (k) emit_edges(c, e, i, targets, offsets, inter, k);
   }
   edge_record_flush(c, e);
   if (e.from.failed() || e.to.failed()) c.error = "out of memory (edges)";
 }
 
-void scan_root(Child &c, int kind, uint64_t detail, uint64_t start, uint64_t end, const char *name) {
+HS_POPCNT_CLONES void scan_root(Child &c, int kind, uint64_t detail, uint64_t start, uint64_t end, const char *name) {
   start = (start + 7) & ~uint64_t(7);
   if (end <= start) return;
   wire::Buf targets, offs, inter;
@@ -610,6 +744,37 @@ void scan_roots(Child &c) {
   }
 }
 
+// HEAPSNAP_DEBUG=1: the child's phases on stderr, wall and CPU milliseconds (a profile that a
+// loaded machine does not blur as much as wall time alone).
+struct Phases {
+  const char *name[16];
+  uint64_t wall[16], cpu[16];
+  int n = 0;
+  static uint64_t cpu_ns() {
+    timespec ts;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+    return uint64_t(ts.tv_sec) * 1000000000ull + uint64_t(ts.tv_nsec);
+  }
+  void mark(const char *what) {
+    if (!config.debug || n == 16) return;
+    name[n] = what;
+    wall[n] = mono_ns();
+    cpu[n++] = cpu_ns();
+  }
+  void print(uint64_t t0) const {
+    char msg[1024];
+    size_t len = size_t(snprintf(msg, sizeof(msg), "heapsnap: snapshot child, ms wall/cpu:"));
+    for (int i = 0; i < n && len < sizeof(msg); ++i) {
+      uint64_t w = wall[i] - (i ? wall[i - 1] : t0), c = i ? cpu[i] - cpu[i - 1] : 0;
+      len += size_t(snprintf(msg + len, sizeof(msg) - len, " %s %lu.%lu/%lu.%lu", name[i], (unsigned long)(w / 1000000),
+                             (unsigned long)(w / 100000 % 10), (unsigned long)(c / 1000000), (unsigned long)(c / 100000 % 10)));
+    }
+    if (len < sizeof(msg)) len += size_t(snprintf(msg + len, sizeof(msg) - len, "\n"));
+    if (len > sizeof(msg)) len = sizeof(msg);
+    (void)!write(2, msg, len);
+  }
+};
+
 [[noreturn]] void child_exit(int code) {
   syscall(SYS_exit_group, code);
   __builtin_unreachable();
@@ -621,7 +786,9 @@ void on_child_fault(int sig) {
   child_exit(100 + sig);
 }
 
-[[noreturn]] void run_child(uint32_t index, int fd, uint64_t sp, uint64_t wlo, uint64_t whi) {
+// Not inlined into start(): its frame would sit between the forking thread's stack pointer and
+// the program's frames, and a conservative scan of stale words there finds false roots.
+[[noreturn]] HS_NOINLINE void run_child(uint32_t index, int fd, uint64_t sp, uint64_t wlo, uint64_t whi, uint64_t live_blocks) {
   // The program's signal handlers are not ours to run here.
   sigset_t all;
   sigfillset(&all);
@@ -648,7 +815,7 @@ void on_child_fault(int sig) {
   ZSTD_customMem mem = {zalloc, zfree, nullptr};
   c.zstd = ZSTD_createCCtx_advanced(mem);
   if (!c.zstd) child_exit(2);
-  ZSTD_CCtx_setParameter(c.zstd, ZSTD_c_compressionLevel, 3);
+  ZSTD_CCtx_setParameter(c.zstd, ZSTD_c_compressionLevel, kZstdLevel);
   ZSTD_CCtx_setParameter(c.zstd, ZSTD_c_contentSizeFlag, 1);
   ZSTD_CCtx_setParameter(c.zstd, ZSTD_c_checksumFlag, 1);
 
@@ -659,22 +826,34 @@ void on_child_fault(int sig) {
   if (c.nmaps < 0) child_exit(3);
   c.has_blocks = static_cast<bool *>(heap::alloc_zeroed(size_t(c.nmaps) + 1));
 
+  Phases ph;
+  ph.mark("maps");
   build_exclusions(c, arena_lo, arena_hi);
+  // Room for the blocks the totals count, and some (the arena is virtual: unused room is free).
+  if (live_blocks > (uint64_t(1) << 28)) live_blocks = uint64_t(1) << 28;
+  if (!reserve_blocks(c, live_blocks + live_blocks / 8 + 65536)) child_exit(2);
   for (long i = 0; i < c.nmaps && !c.error; ++i)
     if (c.maps[i].readable && c.maps[i].writable && !is_ours(c.maps[i]))
       for_each_included(c.maps[i].start, c.maps[i].end,
                         [&](uint64_t lo, uint64_t hi) { enumerate_range(c, i, lo, hi); });
+  ph.mark("enumerate");
   merge_pool_objects(c);
   mark_heap_mappings(c);
   if (c.n) {
     c.lo = c.addr[0];
     c.hi = c.addr[c.n - 1] + (c.size[c.n - 1] ? c.size[c.n - 1] : 1);
   }
+  ph.mark("pools");
   write_blocks(c);
+  ph.mark("blocks");
   if (config.snapshot_contents) write_contents(c);
-  index_blocks(c);
+  ph.mark("contents");
+  build_index(c);
+  ph.mark("index");
   scan_blocks(c);
+  ph.mark("edges");
   scan_roots(c);
+  ph.mark("roots");
   uint64_t scan_ns = mono_ns() - c.t0;
 
   wire::RecordMark m = wire::begin_record(c.out, wire::kSnapshotEnd);
@@ -693,6 +872,8 @@ void on_child_fault(int sig) {
   c.out.u64(13, c.interior);
   wire::end_record(c.out, m);
   flush_frame(c, true);
+  ph.mark("end");
+  if (config.debug) ph.print(c.t0);
   child_exit(c.error ? 4 : 0);
 }
 
@@ -735,6 +916,7 @@ __attribute__((noinline)) uint64_t current_sp() {
 bool start(int trigger, const char *label) {
   if (g_child || g_taken >= config.snapshot_max) return false;
   uint32_t index = g_taken++;
+  uint64_t prep0 = mono_ns();
   snprintf(g_child_path, sizeof(g_child_path), "%s.snapshot-%u.tmp", writer_capture_path(), index);
   int fd = open(g_child_path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
   if (fd < 0) return false;
@@ -743,12 +925,22 @@ bool start(int trigger, const char *label) {
   // Registers of this thread onto its stack, where the child's scan of it will find them.
   __builtin_unwind_init();
   uint64_t sp = current_sp();
+  uint64_t cpu0 = config.debug ? Phases::cpu_ns() : 0;
   uint64_t t0 = mono_ns();
   // A raw fork: no atfork handlers (the program's would run in a context they do not expect),
   // and no SIGCHLD (exit signal 0), so the program's wait() never sees this child.
   long pid = syscall(SYS_clone, 0, nullptr, nullptr, nullptr, nullptr);
-  if (pid == 0) run_child(index, fd, sp, g_writer_lo, g_writer_hi);
+  if (pid == 0) run_child(index, fd, sp, g_writer_lo, g_writer_hi, t.live_blocks);
   uint64_t pause = mono_ns() - t0;
+  if (config.debug) {
+    // The recorded pause is the clone alone (the kernel copying the page tables); its CPU time
+    // leaves out any wait for a CPU on a busy machine.
+    uint64_t cpu = Phases::cpu_ns() - cpu0;
+    char msg[200];
+    int n = snprintf(msg, sizeof(msg), "heapsnap: snapshot %u: clone %lu us (the pause; %lu us of CPU); file and totals before it %lu us\n",
+                     index, (unsigned long)(pause / 1000), (unsigned long)(cpu / 1000), (unsigned long)((t0 - prep0) / 1000));
+    if (n > 0) (void)!write(2, msg, size_t(n) < sizeof(msg) ? size_t(n) : sizeof(msg) - 1);
+  }
   if (pid < 0) {
     close(fd);
     unlink(g_child_path);
@@ -791,6 +983,7 @@ bool finish(bool block) {
 
 void init() {
   if (!config.snapshots) return;
+  info::init(usable::g_glibc_layout);
   info::enabled = true;
   if (config.snapshot_signal) {
     struct sigaction sa;
@@ -808,10 +1001,22 @@ void request(const char *label) {
   if (!config.snapshots || !config.snapshot_client) return;
   size_t n = label ? strlen(label) : 0;
   if (n >= sizeof(g_client_label)) n = sizeof(g_client_label) - 1;
+  SpinGuard g(g_client_lock);
   if (n) memcpy(g_client_label, label, n);
   g_client_label[n] = '\0';
   g_client_flag.store(true, std::memory_order_release);
 }
+
+namespace {
+// The label of the pending client request, copied out under its lock (another request may be
+// rewriting it while the snapshot starts).
+bool take_client_request(char (&label)[sizeof(g_client_label)]) {
+  if (!g_client_flag.exchange(false, std::memory_order_acquire)) return false;
+  SpinGuard g(g_client_lock);
+  memcpy(label, g_client_label, sizeof(label));
+  return true;
+}
+}  // namespace
 
 void set_writer_stack(uint64_t lo, uint64_t hi) {
   g_writer_lo = lo;
@@ -823,10 +1028,11 @@ void writer_tick(uint64_t heap_bytes, uint64_t rss_bytes) {
   finish(false);
   if (g_child) return;
   uint64_t now = now_rel_ns();
+  char label[sizeof(g_client_label)];
   if (g_signal_flag.exchange(false)) {
     start(kSignal, "signal");
-  } else if (g_client_flag.exchange(false, std::memory_order_acquire)) {
-    start(kClient, g_client_label);
+  } else if (take_client_request(label)) {
+    start(kClient, label);
   } else if (config.snapshot_every_ns && now - g_last_periodic_ns >= config.snapshot_every_ns) {
     g_last_periodic_ns = now;
     start(kPeriodic, "periodic");
@@ -851,7 +1057,8 @@ void at_exit() {
   if (!config.snapshots) return;
   finish(true);
   // A request the writer had no tick left to serve (the program asked, then exited).
-  if (g_client_flag.exchange(false, std::memory_order_acquire) && start(kClient, g_client_label)) finish(true);
+  char label[sizeof(g_client_label)];
+  if (take_client_request(label) && start(kClient, label)) finish(true);
   if (g_signal_flag.exchange(false) && start(kSignal, "signal")) finish(true);
   if (config.snapshot_at_exit && start(kExit, "exit")) finish(true);
 }

@@ -1,6 +1,6 @@
 // A big heap for the snapshot benchmark: `big_heap BLOCKS` allocates BLOCKS blocks of 16..176
 // bytes (about 100 on average) linked into lists of 100 hanging off a global array, so that the
-// graph has about one edge per block, then exits (snapshot at exit) or waits for a signal.
+// graph has about one edge per block, then exits (snapshot at exit). scripts/bench_snapshot runs it.
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>

@@ -1,4 +1,5 @@
 #include "capture/capture_reader.h"
+#include "capture/varint.h"
 
 #include <fcntl.h>
 #include <sys/mman.h>
@@ -26,19 +27,6 @@ uint16_t le16(const uint8_t *p) {
   uint16_t v;
   memcpy(&v, p, 2);
   return v;
-}
-
-// Reads a varint at p (at most 10 bytes, not past end). Returns bytes used, 0 if malformed.
-size_t read_varint(const uint8_t *p, const uint8_t *end, uint64_t *out) {
-  uint64_t v = 0;
-  for (size_t i = 0; i < 10 && p + i < end; ++i) {
-    v |= uint64_t(p[i] & 0x7f) << (7 * i);
-    if (!(p[i] & 0x80)) {
-      *out = v;
-      return i + 1;
-    }
-  }
-  return 0;
 }
 
 std::string hex_offset(uint64_t off) {

@@ -13,6 +13,7 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "capture/varint.h"
 #include "heapsnap.pb.h"
 
 namespace heapsnap::capture {
@@ -146,16 +147,9 @@ class RawColumns {
     }
   }
   static bool varint(const uint8_t *&p, const uint8_t *end, uint64_t *out) {
-    uint64_t v = 0;
-    for (int shift = 0; shift < 64 && p < end; shift += 7) {
-      uint8_t b = *p++;
-      v |= uint64_t(b & 0x7f) << shift;
-      if (b < 0x80) {
-        *out = v;
-        return true;
-      }
-    }
-    return false;
+    size_t n = read_varint(p, end, out);
+    p += n;
+    return n != 0;
   }
   Span col_[kColumns];
   uint32_t tid_ = 0;

@@ -11,6 +11,9 @@
 namespace heapsnap::replay {
 namespace {
 
+// Per-event helpers are forced inline: the replay runs them tens of millions of times.
+#define HS_HOT __attribute__((always_inline))
+
 // Where a live sampled object of a client-API pool is (moves are by address).
 struct PoolPlace {
   uint32_t pool;
@@ -21,7 +24,11 @@ class Replayer {
  public:
   Replayer(ReplayResult &r, const ReplayOptions &o) : r_(r), o_(o) {}
 
-  void raw_batch(const capture::RawColumns &cols, const capture::RecordPos &pos) { raw_events(cols, pos); }
+  // An EventBatch the reader handed over as bytes (see CaptureReader::set_raw_events_handler).
+  void raw_events(const capture::RawColumns &cols, const capture::RecordPos &pos) {
+    capture::RawEventDecoder dec(cols);
+    decode(dec, cols.tid(), pos);
+  }
 
   void record(const wire::Record &rec, const capture::RecordPos &pos) {
     switch (rec.body_case()) {
@@ -130,18 +137,13 @@ class Replayer {
     if (bad_id_events_)
       r_.problems.push_back({bad_id_offset_, std::to_string(bad_id_events_) +
                                                  " events name block id 0 (not a valid id); ignored"});
-    if (o_.peak_event == UINT64_MAX) {
-      // Stacks unchanged since the highest peak: their live figures are their peak figures.
-      for (size_t s = 0; s < r_.by_stack.size(); ++s) sync_peak(uint32_t(s));
-      r_.peak_taken = r_.sampled_peak_event != UINT64_MAX;
-    }
+    // Stacks unchanged since the highest peak: their live figures are their peak figures.
+    for (size_t s = 0; s < r_.by_stack.size(); ++s) sync_peak(uint32_t(s));
     r_.memory_bytes = live_.memory_bytes() + pool_place_.memory_bytes() + r_.stacks.memory_bytes() +
                       r_.by_stack.capacity() * sizeof(StackFigures) + peak_epoch_.capacity() * sizeof(uint32_t);
   }
 
  private:
-  // Per-event helpers are forced inline: the replay runs them tens of millions of times.
-#define HS_HOT __attribute__((always_inline))
   HS_HOT StackFigures &fig(uint32_t stack) {
     if (__builtin_expect(stack >= r_.by_stack.size(), 0)) grow(stack);
     return r_.by_stack[stack];
@@ -167,7 +169,7 @@ class Replayer {
     if (t > r_.end_time_ns) r_.end_time_ns = t;
   }
 
-  // After each event: follow the highest estimate, and copy the live figures at the chosen one.
+  // After each event: follow the highest estimate (a new one starts a peak epoch, see sync_peak).
   HS_HOT void after_event(uint64_t time) {
     uint64_t ordinal = r_.events++;
     if (live_bytes_ > r_.sampled_peak_bytes) {
@@ -175,12 +177,6 @@ class Replayer {
       r_.sampled_peak_event = ordinal;
       r_.sampled_peak_time_ns = time;
       ++epoch_;
-    }
-    if (ordinal != o_.peak_event) return;
-    r_.peak_taken = true;
-    for (auto &f : r_.by_stack) {
-      f.peak_calls = f.live_calls;
-      f.peak_bytes = f.live_bytes;
     }
   }
 
@@ -198,14 +194,14 @@ class Replayer {
 
   HS_HOT void live_add(const LiveEntry &b) {
     StackFigures &f = fig(b.stack);
-    if (o_.peak_event == UINT64_MAX) sync_peak(b.stack);
+    sync_peak(b.stack);
     f.live_calls += b.weight;
     f.live_bytes += double(b.size) * b.weight;
     live_bytes_ += double(b.size) * b.weight;
   }
   HS_HOT void live_remove(const LiveEntry &b) {
     StackFigures &f = fig(b.stack);
-    if (o_.peak_event == UINT64_MAX) sync_peak(b.stack);
+    sync_peak(b.stack);
     f.live_calls -= b.weight;
     f.live_bytes -= double(b.size) * b.weight;
     live_bytes_ -= double(b.size) * b.weight;
@@ -215,11 +211,6 @@ class Replayer {
     capture::EventDecoder dec(batch);
     decode(dec, batch.tid(), pos);
   }
-  void raw_events(const capture::RawColumns &cols, const capture::RecordPos &pos) {
-    capture::RawEventDecoder dec(cols);
-    decode(dec, cols.tid(), pos);
-  }
-
   template <typename Decoder>
   void decode(Decoder &dec, uint32_t tid, const capture::RecordPos &pos) {
     capture::Event e;
@@ -374,7 +365,7 @@ ReplayResult replay(capture::CaptureReader &reader, const ReplayOptions &opts) {
     reader.set_raw_events_handler([&](const uint8_t *p, size_t n, const capture::RecordPos &pos) {
       capture::RawColumns cols;
       if (!cols.parse(p, n)) return false;  // not the shim's layout: libprotobuf parses it
-      rp.raw_batch(cols, pos);
+      rp.raw_events(cols, pos);
       return true;
     });
   }

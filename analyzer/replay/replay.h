@@ -68,10 +68,6 @@ struct PoolObjectState {
 };
 
 struct ReplayOptions {
-  // Take the per-stack "live at the peak" figures right after this event (ordinal in replay
-  // order); UINT64_MAX: at the highest estimate of live bytes (sampled_peak_event), found in the
-  // same pass.
-  uint64_t peak_event = UINT64_MAX;
   std::function<void(uint64_t done, uint64_t total)> progress;
   // Only the context (process, modules, stacks, totals): what snapshot queries need to label
   // their blocks, without replaying the events.
@@ -104,7 +100,6 @@ struct ReplayResult {
   uint64_t unknown_frees = 0;     // frees naming a block the replay never saw (damaged capture)
   uint64_t live_blocks_peak = 0;  // most sampled blocks live at once (replay memory bound)
   size_t memory_bytes = 0;        // replay tables at the end
-  bool peak_taken = false;
   // Where the sampled estimate of live bytes was highest: exact in every-allocation mode, and in
   // sampled mode the moment whose live set is shown as "the peak".
   uint64_t sampled_peak_event = UINT64_MAX;

@@ -16,18 +16,9 @@ import shutil
 import subprocess
 import sys
 
+from casekit import fail, check
+
 N1, N2 = 1000, 3000
-
-
-def fail(msg):
-    print("FAIL:", msg)
-    sys.exit(1)
-
-
-def check(cond, msg):
-    if not cond:
-        fail(msg)
-    print("ok:", msg)
 
 
 class Runner:

@@ -34,12 +34,13 @@ import concurrent.futures
 import json
 import os
 import re
-import shutil
-import signal
 import struct
 import subprocess
 import sys
 import time
+
+import casekit
+from casekit import fail, check
 
 QUERY_TIMEOUT = 60      # one query on a capture of about a megabyte takes well under a second
 RECORD_TIMEOUT = 120
@@ -65,17 +66,6 @@ QUERIES = [
 OFFSET_RE = re.compile(r"\boffset (0x[0-9a-fA-F]+|\d+)\b|\bat 0x[0-9a-fA-F]+\b")
 
 failures = []
-
-
-def fail(msg):
-    print("FAIL:", msg)
-    sys.exit(1)
-
-
-def check(cond, msg):
-    if not cond:
-        fail(msg)
-    print("ok:", msg)
 
 
 def soft_check(cond, msg):
@@ -165,16 +155,12 @@ def crosscheck_with_libzstd(data, frames):
 # --- running the analyzer ------------------------------------------------------------------------
 
 def run_bounded(cmd, timeout, **kw):
-    """subprocess.run in a session of its own, the whole group killed on timeout."""
-    p = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                         start_new_session=True, **kw)
+    """(status, stdout, stderr); status None when the command outlived the timeout (killed)."""
     try:
-        out, err = p.communicate(timeout=timeout)
+        r = casekit.run_bounded(cmd, timeout, **kw)
     except subprocess.TimeoutExpired:
-        os.killpg(p.pid, signal.SIGKILL)
-        p.communicate()
         return None, b"", b""
-    return p.returncode, out, err
+    return r.returncode, r.stdout, r.stderr
 
 
 class Query:

@@ -12,17 +12,7 @@ import os
 import subprocess
 import sys
 
-
-def fail(msg):
-    print("FAIL:", msg)
-    sys.exit(1)
-
-
-def check(cond, msg):
-    if not cond:
-        fail(msg)
-    print("ok:", msg)
-
+from casekit import fail, check
 
 def run(cmd):
     r = subprocess.run(cmd, capture_output=True, text=True, timeout=600)

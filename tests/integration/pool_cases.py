@@ -9,20 +9,10 @@ import argparse
 import json
 import os
 import subprocess
-import sys
+
+from casekit import fail, check
 
 SLOT = 64
-
-
-def fail(msg):
-    print("FAIL:", msg)
-    sys.exit(1)
-
-
-def check(cond, msg):
-    if not cond:
-        fail(msg)
-    print("ok:", msg)
 
 
 def run(cmd, **kw):

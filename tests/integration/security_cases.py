@@ -17,42 +17,12 @@ import os
 import pwd
 import re
 import shutil
-import signal
 import stat
 import subprocess
-import sys
+
+from casekit import fail, check, skip, run_bounded
 
 TIMEOUT = 60
-
-
-def fail(msg):
-    print("FAIL:", msg)
-    sys.exit(1)
-
-
-def check(cond, msg):
-    if not cond:
-        fail(msg)
-    print("ok:", msg)
-
-
-def skip(msg):
-    print("SKIP:", msg)
-    sys.exit(77)
-
-
-def run_bounded(cmd, timeout, input=None, **kw):
-    """subprocess.run in a session of its own: on timeout the whole process group is killed, so a
-    traced program that hangs (its parent, `record`, killed) never outlives the test."""
-    p = subprocess.Popen(cmd, stdin=subprocess.PIPE if input is not None else subprocess.DEVNULL,
-                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True, **kw)
-    try:
-        out, err = p.communicate(input, timeout=timeout)
-    except subprocess.TimeoutExpired:
-        os.killpg(p.pid, signal.SIGKILL)
-        p.communicate()
-        raise
-    return subprocess.CompletedProcess(cmd, p.returncode, out, err)
 
 
 def tree(root):

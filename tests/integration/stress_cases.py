@@ -24,37 +24,24 @@ Exit status: 0 pass, 1 fail.
 import argparse
 import json
 import os
-import signal
 import subprocess
-import sys
 import time
+
+import casekit
+from casekit import fail, check
 
 THREADS = 16
 RUN_TIMEOUT = 600   # a run that has not ended by then is deadlocked (10^7 operations take ~20 s traced at worst)
 SIGNAL_MS = 150
 
 
-def fail(msg):
-    print("FAIL:", msg)
-    sys.exit(1)
-
-
-def check(cond, msg):
-    if not cond:
-        fail(msg)
-    print("ok:", msg)
-
-
 def run_bounded(cmd, timeout, env=None):
-    p = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                         start_new_session=True, env=env)
+    """(status, stdout, stderr) as text; a run that outlives the timeout is a deadlock."""
     try:
-        out, err = p.communicate(timeout=timeout)
+        r = casekit.run_bounded(cmd, timeout, env=env)
     except subprocess.TimeoutExpired:
-        os.killpg(p.pid, signal.SIGKILL)
-        p.communicate()
         fail("%s did not end in %d s (deadlock?)" % (" ".join(cmd[:6]), timeout))
-    return p.returncode, out.decode(errors="replace"), err.decode(errors="replace")
+    return r.returncode, r.stdout.decode(errors="replace"), r.stderr.decode(errors="replace")
 
 
 def counts(path):

@@ -24,11 +24,11 @@ import hashlib
 import json
 import os
 import shutil
-import signal
 import subprocess
-import sys
 import time
 import xml.etree.ElementTree as ET
+
+from casekit import fail, check, skip, run_bounded
 
 PYTHON = "/usr/bin/python3"
 
@@ -46,36 +46,6 @@ PY_BIG = PY_SMALL + [
 PY_MALLOC_SMALL = ["test_dict", "test_json"]
 PY_MALLOC_BIG = ["test_dict", "test_list", "test_set", "test_json", "test_re", "test_collections",
                  "test_threading", "test_pickle"]
-
-
-def fail(msg):
-    print("FAIL:", msg)
-    sys.exit(1)
-
-
-def check(cond, msg):
-    if not cond:
-        fail(msg)
-    print("ok:", msg)
-
-
-def skip(msg):
-    print("SKIP:", msg)
-    sys.exit(77)
-
-
-def run_bounded(cmd, timeout, input=None, **kw):
-    """subprocess.run in a session of its own: on timeout the whole process group is killed, so a
-    traced program that hangs (its parent, `record`, killed) never outlives the test."""
-    p = subprocess.Popen(cmd, stdin=subprocess.PIPE if input is not None else subprocess.DEVNULL,
-                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True, **kw)
-    try:
-        out, err = p.communicate(input, timeout=timeout)
-    except subprocess.TimeoutExpired:
-        os.killpg(p.pid, signal.SIGKILL)
-        p.communicate()
-        raise
-    return subprocess.CompletedProcess(cmd, p.returncode, out, err)
 
 
 class Runner:

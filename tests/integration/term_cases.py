@@ -27,27 +27,12 @@ import re
 import select
 import shutil
 import subprocess
-import sys
 import time
+
+from casekit import fail, check, skip
 
 ESC = b"\x1b["
 ANSI = re.compile(rb"\x1b\[[0-9;]*m")
-
-
-def fail(msg):
-    print("FAIL:", msg)
-    sys.exit(1)
-
-
-def check(cond, msg):
-    if not cond:
-        fail(msg)
-    print("ok:", msg)
-
-
-def skip(msg):
-    print("SKIP:", msg)
-    sys.exit(77)
 
 
 def base_env(**extra):

@@ -11,43 +11,17 @@
 #include "export/collapsed.h"
 #include "export/gzip.h"
 #include "export/pprof.h"
+#include "replay_builder.h"
 
 namespace ex = heapsnap::exporter;
 namespace pp = perftools::profiles;
 using heapsnap::replay::DisplayFrame;
 using heapsnap::replay::ReplayResult;
 using heapsnap::replay::StackSymbolizer;
+using heapsnap::testing::add_chain;
+using heapsnap::testing::set_figures;
 
 namespace {
-
-// Appends a chain of new nodes under `parent` (their addresses outermost first) as one Stack
-// record would; returns the leaf id.
-uint32_t add_chain(ReplayResult &r, uint32_t parent, const std::vector<uint64_t> &addrs) {
-  heapsnap::wire::Stack s;
-  uint32_t first = uint32_t(r.stacks.nodes() + 1);
-  s.set_parent(parent);
-  s.set_first_node(first);
-  s.set_id(first + uint32_t(addrs.size()) - 1);
-  uint64_t prev = r.stacks.address(parent);
-  for (uint64_t a : addrs) {
-    s.add_frame_delta(int64_t(a - prev));
-    prev = a;
-  }
-  std::string err;
-  REQUIRE_MESSAGE(r.stacks.add(s, &err), err);
-  return s.id();
-}
-
-void set_figures(ReplayResult &r, uint32_t leaf, double calls, double bytes, double live_calls,
-                 double live_bytes) {
-  if (r.by_stack.size() <= leaf) r.by_stack.resize(leaf + 1);
-  auto &f = r.by_stack[leaf];
-  f.alloc_calls = calls;
-  f.alloc_bytes = bytes;
-  f.live_calls = live_calls;
-  f.live_bytes = live_bytes;
-  f.samples = 1;
-}
 
 // Three stacks: main -> f -> leaf A, main -> f -> leaf B (sharing main and f), and a stack cut at
 // the maximum depth (the 0 marker outermost). Module "app" (a file that does not exist, so

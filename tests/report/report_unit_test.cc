@@ -12,38 +12,15 @@
 #include "report/flame_tree.h"
 #include "report/html_page.h"
 #include "report/timeline_series.h"
+#include "replay_builder.h"
 
 namespace rp = heapsnap::report;
 using heapsnap::replay::ReplayResult;
 using heapsnap::replay::StackSymbolizer;
+using heapsnap::testing::add_chain;
+using heapsnap::testing::set_figures;
 
 namespace {
-
-uint32_t add_chain(ReplayResult &r, uint32_t parent, const std::vector<uint64_t> &addrs) {
-  heapsnap::wire::Stack s;
-  uint32_t first = uint32_t(r.stacks.nodes() + 1);
-  s.set_parent(parent);
-  s.set_first_node(first);
-  s.set_id(first + uint32_t(addrs.size()) - 1);
-  uint64_t prev = r.stacks.address(parent);
-  for (uint64_t a : addrs) {
-    s.add_frame_delta(int64_t(a - prev));
-    prev = a;
-  }
-  std::string err;
-  REQUIRE_MESSAGE(r.stacks.add(s, &err), err);
-  return s.id();
-}
-
-void set_figures(ReplayResult &r, uint32_t leaf, double calls, double bytes, double live_bytes) {
-  if (r.by_stack.size() <= leaf) r.by_stack.resize(leaf + 1);
-  auto &f = r.by_stack[leaf];
-  f.alloc_calls = calls;
-  f.alloc_bytes = bytes;
-  f.live_calls = live_bytes > 0 ? 1 : 0;
-  f.live_bytes = live_bytes;
-  f.samples = 1;
-}
 
 // Children of every node, and a check that each node's children add up to no more than it.
 void check_consistent(const rp::FlameTree &t) {
@@ -67,9 +44,9 @@ TEST_CASE("flame tree: stacks merge by frame name under the same caller; inclusi
   uint32_t a = add_chain(r, mainf, {0x1200});
   uint32_t b = add_chain(r, mainf, {0x1300});
   add_chain(r, mainf, {0x1200});  // a second stack-tree node, same address: the same frame
-  set_figures(r, a, 2, 200, 50);
-  set_figures(r, b, 1, 100, 0);
-  set_figures(r, mainf, 1, 10, 0);  // main allocates itself
+  set_figures(r, a, 2, 200, 1, 50);
+  set_figures(r, b, 1, 100, 0, 0);
+  set_figures(r, mainf, 1, 10, 0, 0);  // main allocates itself
   StackSymbolizer sym(r.modules);
   rp::FlameTree t = rp::build_flame_tree(r, sym);
   // root, main, app+0x1200, app+0x1300 (the duplicate merged)
@@ -94,7 +71,7 @@ TEST_CASE("flame tree budget: at most N nodes, totals kept, the tail merged into
     for (int j = 0; j < 20; ++j) {
       uint32_t leaf = add_chain(r, caller, {0x80000 + uint64_t(i) * 0x1000 + uint64_t(j) * 0x10});
       double bytes = 1e6 / (1 + i * 20 + j), leak = (i == 49 && j == 0) ? 5000 : 0;
-      set_figures(r, leaf, 1, bytes, leak);
+      set_figures(r, leaf, 1, bytes, leak > 0 ? 1 : 0, leak);
       total_bytes += bytes;
       total_calls += 1;
       total_leak += leak;

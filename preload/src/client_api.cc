@@ -37,7 +37,7 @@ HS_EXPORT void heapsnap_api_marker(const char *text) {
   ThreadLocal &t = t_local;
   if (t.guard) return;
   ErrnoSaver es;
-  ++t.guard;
+  enter_sampling(t);
   writer_collect_batches();  // events before the marker stay before it
   outbox_lock();
   wire::RecordMark m = wire::begin_record(outbox(), wire::kMarker);
@@ -47,7 +47,7 @@ HS_EXPORT void heapsnap_api_marker(const char *text) {
   outbox().len(3, text, n);
   wire::end_record(outbox(), m);
   outbox_unlock();
-  --t.guard;
+  leave_sampling(t);
 }
 
 HS_EXPORT void heapsnap_api_snapshot(const char *label) {

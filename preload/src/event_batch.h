@@ -17,6 +17,7 @@ struct EventBatch {
   uint32_t count = 0;
   uint32_t time_len = 0, addr_len = 0, size_len = 0, stack_len = 0, fn_len = 0, pool_len = 0,
            id_len = 0, ref_len = 0, moved_len = 0;
+  uint32_t most_len = 0;  // the longest varint column so far (full() without scanning them all)
   uint64_t base_time = 0;     // ns since capture start of the first event
   uint64_t last_time = 0;
   uint64_t base_id = 0;       // the thread's latest id when the batch began
@@ -46,13 +47,12 @@ struct EventBatch {
   };
   SiteCursor cursor[kSiteSlots];
 
-  bool full() const {
-    uint32_t most = time_len;
-    for (uint32_t l : {addr_len, size_len, stack_len, pool_len, id_len, ref_len})
-      most = l > most ? l : most;
-    return count == kMaxEvents || most + 2 * kSlack > kVarCap;
-  }
+  bool full() const { return count == kMaxEvents || most_len + 2 * kSlack > kVarCap; }
   bool empty() const { return count == 0; }
+  uint32_t grew(uint32_t len) {
+    most_len = len > most_len ? len : most_len;
+    return len;
+  }
 
   void begin(EventKind k, uint64_t t) {
     if (count == 0) {
@@ -65,10 +65,10 @@ struct EventBatch {
     kind[count++] = k;
     uint64_t d = t >= last_time ? t - last_time : 0;
     last_time = t > last_time ? t : last_time;
-    time_len = uint32_t(wire::put_varint(time + time_len, d) - time);
+    time_len = grew(uint32_t(wire::put_varint(time + time_len, d) - time));
   }
   void new_id(uint64_t v) {
-    id_len = uint32_t(wire::put_varint(id + id_len, wire::zigzag(int64_t(v - last_id))) - id);
+    id_len = grew(uint32_t(wire::put_varint(id + id_len, wire::zigzag(int64_t(v - last_id))) - id));
     last_id = v;
   }
   // FREE: the block's allocation stack, then its id relative to the site's previous free.
@@ -77,21 +77,21 @@ struct EventBatch {
     SiteCursor &c = cursor[site % kSiteSlots];
     int64_t delta = (site && c.stack == site) ? int64_t(c.last_freed - v) : int64_t(last_id - v);
     c = {site, v};
-    ref_len = uint32_t(wire::put_varint(ref + ref_len, wire::zigzag(delta)) - ref);
+    ref_len = grew(uint32_t(wire::put_varint(ref + ref_len, wire::zigzag(delta)) - ref));
   }
   void block_ref(uint64_t v) {
-    ref_len = uint32_t(wire::put_varint(ref + ref_len, wire::zigzag(int64_t(last_id - v))) - ref);
+    ref_len = grew(uint32_t(wire::put_varint(ref + ref_len, wire::zigzag(int64_t(last_id - v))) - ref));
   }
   void address(uint64_t a) {
     int64_t delta = int64_t(a - reveal(last_addr_d));
     last_addr_d = disguise(a);
-    addr_len = uint32_t(wire::put_varint(addr + addr_len, wire::zigzag(delta)) - addr);
+    addr_len = grew(uint32_t(wire::put_varint(addr + addr_len, wire::zigzag(delta)) - addr));
   }
-  void block_size(uint64_t s) { size_len = uint32_t(wire::put_varint(size + size_len, s) - size); }
-  void stack_id(uint32_t v) { stack_len = uint32_t(wire::put_varint(stack + stack_len, v) - stack); }
+  void block_size(uint64_t s) { size_len = grew(uint32_t(wire::put_varint(size + size_len, s) - size)); }
+  void stack_id(uint32_t v) { stack_len = grew(uint32_t(wire::put_varint(stack + stack_len, v) - stack)); }
   void alloc_fn(uint8_t f) { fn[fn_len++] = f; }
   void was_moved(bool m) { moved[moved_len++] = m ? 1 : 0; }
-  void pool_id(uint32_t v) { pool_len = uint32_t(wire::put_varint(pool + pool_len, v) - pool); }
+  void pool_id(uint32_t v) { pool_len = grew(uint32_t(wire::put_varint(pool + pool_len, v) - pool)); }
 
   // Appends this batch as one length-delimited Record{events} to out, then empties it.
   void serialize_to(wire::Buf &out, uint32_t tid) {
@@ -116,6 +116,7 @@ struct EventBatch {
   void reset() {
     count = time_len = addr_len = size_len = stack_len = fn_len = pool_len = 0;
     id_len = ref_len = moved_len = 0;
+    most_len = 0;
   }
 };
 

@@ -83,6 +83,85 @@ HS_INLINE void on_free(void *p) {
   if (HS_UNLIKELY(v & shadow::kSampledBit)) record_free(t, p);
 }
 
+// --- the fast paths -----------------------------------------------------------------------------
+// The common case (tracing with glibc's chunk layout, no snapshot table, not inside the tracer, the
+// block neither sampled nor of large slack, its shadow leaf present) decided before anything is
+// written; every other case goes to on_alloc / on_free above (which check everything again) by a
+// tail call. With no call left in them, malloc keeps one value (the size) across the real call
+// and free none, so neither saves the five or six callee-saved registers the general path needs.
+
+enum FastResult { kFastDone = 0, kFastSlow = 1, kFastFold = 2 };
+
+HS_INLINE int alloc_fast(ThreadLocal &t, void *p, size_t n) {
+  if (HS_UNLIKELY(!g_fast_path.load(std::memory_order_relaxed))) return kFastSlow;
+  if (HS_UNLIKELY(!p || t.guard)) return kFastSlow;
+  int64_t c = t.countdown - int64_t(n);
+  if (HS_UNLIKELY(c <= 0)) return kFastSlow;
+  uint8_t *s = shadow::find(p);
+  if (HS_UNLIKELY(!s)) return kFastSlow;
+  size_t slack = usable::glibc_usable(p) - n;
+  if (HS_UNLIKELY(slack >= 126)) return kFastSlow;
+  // Committed from here on (each update is one instruction: see thread_state.h).
+  t.countdown = c;
+  *s = uint8_t(slack + 1);
+  bump(t.counters.alloc_calls, 1);
+  bump(t.counters.bytes_allocated, n);
+  int64_t d = add_local(t.counters.heap_delta, int64_t(n));
+  if (d > t.heap_delta_max) {
+    store_relaxed(t.heap_delta_max, d);
+    if (HS_UNLIKELY(d >= kFoldBytes)) return kFastFold;
+  }
+  return kFastDone;
+}
+
+// The free of a tracked, unsampled block whose slack fits its shadow byte; kFastSlow (nothing
+// done yet) for everything else.
+HS_INLINE int free_fast(ThreadLocal &t, void *p) {
+  if (HS_UNLIKELY(!g_fast_path.load(std::memory_order_relaxed))) return kFastSlow;
+  if (HS_UNLIKELY(t.guard || !t.state)) return kFastSlow;
+  uint8_t *s = shadow::find(p);
+  if (HS_UNLIKELY(!s)) return kFastSlow;
+  uint8_t v = *s;
+  // 1..126: a tracked block, not sampled, slack in the byte itself.
+  if (HS_UNLIKELY(uint8_t(v - 1) >= 126)) return kFastSlow;
+  size_t size = usable::glibc_usable(p) - (v - 1);
+  *s = 0;  // before the real free: once freed, another thread may get this address and mark it
+  bump(t.counters.free_calls, 1);
+  bump(t.counters.bytes_freed, size);
+  int64_t d = add_local(t.counters.heap_delta, -int64_t(size));
+  if (HS_UNLIKELY(d <= -kFoldBytes)) return kFastFold;
+  return kFastDone;
+}
+
+HS_NOINLINE void *alloc_slow(void *p, size_t n, uint8_t fn, uintptr_t ra) {
+  on_alloc(p, n, fn, ra);
+  return p;
+}
+
+HS_NOINLINE void *alloc_fold(void *p) {
+  fold_heap(t_local);
+  return p;
+}
+
+HS_NOINLINE void free_slow(void *p) {
+  on_free(p);
+  real::fn.free(p);
+}
+
+HS_NOINLINE void free_fold(void *p) {
+  fold_heap(t_local);
+  real::fn.free(p);
+}
+
+HS_INLINE void *finish_alloc(void *p, size_t n, uint8_t fn, uintptr_t ra) {
+  int r = alloc_fast(t_local, p, n);
+  if (HS_LIKELY(r == kFastDone)) return p;
+  if (r == kFastFold) return alloc_fold(p);
+  return alloc_slow(p, n, fn, ra);
+}
+
+#define RA() reinterpret_cast<uintptr_t>(__builtin_return_address(0))
+
 HS_INLINE void *do_malloc(size_t n, uint8_t fn, uintptr_t ra) {
   void *p = real::fn.malloc(n);
   on_alloc(p, n, fn, ra);
@@ -90,9 +169,11 @@ HS_INLINE void *do_malloc(size_t n, uint8_t fn, uintptr_t ra) {
 }
 
 HS_INLINE void do_free(void *p) {
-  if (!p) return;
-  on_free(p);
-  real::fn.free(p);
+  if (HS_UNLIKELY(!p)) return;
+  int r = free_fast(t_local, p);
+  if (HS_LIKELY(r == kFastDone)) return real::fn.free(p);
+  if (r == kFastFold) return free_fold(p);
+  return free_slow(p);
 }
 
 HS_INLINE void *do_aligned(size_t align, size_t n, uint8_t fn, uintptr_t ra) {
@@ -101,7 +182,10 @@ HS_INLINE void *do_aligned(size_t align, size_t n, uint8_t fn, uintptr_t ra) {
   return p;
 }
 
-void *do_realloc(void *old, size_t n, uintptr_t ra) {
+void *realloc_after(ThreadLocal &t, void *old, void *q, size_t n, uint8_t v, size_t old_size,
+                    bool named, sampled_blocks::Name id, uint64_t old_info, uintptr_t ra);
+
+HS_NOINLINE void *do_realloc(void *old, size_t n, uintptr_t ra) {
   if (!old) return do_malloc(n, kReallocFn, ra);
   if (n == 0) {
     // glibc: realloc(p, 0) frees p and returns NULL.
@@ -129,11 +213,9 @@ void *do_realloc(void *old, size_t n, uintptr_t ra) {
     // Before the real realloc: once it returns, the old address may already be reused.
     shadow::clear(old, s, v);
     if (v & shadow::kSampledBit) {
-      ++t.guard;
-      ++t.sampling;
+      enter_sampling(t);
       named = sampled_blocks::take(old, &id);
-      --t.sampling;
-      --t.guard;
+      leave_sampling(t);
     }
   }
   uint64_t old_info = 0;
@@ -144,14 +226,19 @@ void *do_realloc(void *old, size_t n, uintptr_t ra) {
   if (!q) {
     if (v) shadow::mark(old, old_size, usable::of(old), v & shadow::kSampledBit);
     if (named) {
-      ++t.guard;
-      ++t.sampling;
+      enter_sampling(t);
       sampled_blocks::insert(old, id);
-      --t.sampling;
-      --t.guard;
+      leave_sampling(t);
     }
     return q;
   }
+  return realloc_after(t, old, q, n, v, old_size, named, id, old_info, ra);
+}
+
+// The rest of a traced realloc once the real one succeeded (q), the old block's shadow byte (v)
+// already cleared and its name (if sampled) taken.
+HS_NOINLINE void *realloc_after(ThreadLocal &t, void *old, void *q, size_t n, uint8_t v, size_t old_size,
+                                bool named, sampled_blocks::Name id, uint64_t old_info, uintptr_t ra) {
   bump(t.counters.realloc_calls, 1);
   if (q != old) bump(t.counters.realloc_moves, 1);
   if (!v) {
@@ -186,9 +273,10 @@ void *do_realloc(void *old, size_t n, uintptr_t ra) {
 
 }  // namespace
 
-#define RA() reinterpret_cast<uintptr_t>(__builtin_return_address(0))
-
-HS_EXPORT void *malloc(size_t n) { return do_malloc(n, kMalloc, RA()); }
+HS_EXPORT void *malloc(size_t n) {
+  void *p = real::fn.malloc(n);
+  return finish_alloc(p, n, kMalloc, RA());
+}
 
 HS_EXPORT void free(void *p) { do_free(p); }
 
@@ -200,7 +288,40 @@ HS_EXPORT void *calloc(size_t n, size_t m) {
   return p;
 }
 
-HS_EXPORT void *realloc(void *p, size_t n) { return do_realloc(p, n, RA()); }
+// Fast path of realloc: a tracked, unsampled block with its size in its shadow byte, the new one
+// likewise and not sampled either. Anything else: do_realloc (before the real call) or
+// realloc_after (after it), which check everything again.
+HS_EXPORT void *realloc(void *old, size_t n) {
+  ThreadLocal &t = t_local;
+  if (HS_LIKELY(old && n && g_fast_path.load(std::memory_order_relaxed) && !t.guard)) {
+    uint8_t *s = shadow::find(old);
+    if (HS_LIKELY(s)) {
+      uint8_t v = *s;
+      if (HS_LIKELY(uint8_t(v - 1) < 126 && t.countdown - int64_t(n) > 0)) {
+        size_t old_size = usable::glibc_usable(old) - (v - 1);
+        *s = 0;  // before the real realloc: once it returns, the old address may be reused
+        void *q = real::fn.realloc(old, n);
+        if (HS_UNLIKELY(!q)) {
+          *s = v;  // the old block lives on
+          return q;
+        }
+        uint8_t *s2 = shadow::find(q);
+        size_t slack = usable::glibc_usable(q) - n;
+        int64_t c = t.countdown - int64_t(n);  // again: a signal handler may have moved it
+        if (HS_UNLIKELY(!s2 || slack >= 126 || c <= 0))
+          return realloc_after(t, old, q, n, v, old_size, false, {}, 0, RA());
+        t.countdown = c;
+        *s2 = uint8_t(slack + 1);
+        bump(t.counters.realloc_calls, 1);
+        if (q != old) bump(t.counters.realloc_moves, 1);
+        account_free(t, old_size);
+        account_alloc(t, n);
+        return q;
+      }
+    }
+  }
+  return do_realloc(old, n, RA());
+}
 
 HS_EXPORT void *reallocarray(void *p, size_t n, size_t m) {
   size_t total;
@@ -254,10 +375,7 @@ HS_INLINE void *new_impl(size_t n, uint8_t fn, uintptr_t ra, bool nothrow) {
   if (n == 0) n = 1;
   for (;;) {
     void *p = real::fn.malloc(n);
-    if (HS_LIKELY(p)) {
-      on_alloc(p, n, fn, ra);
-      return p;
-    }
+    if (HS_LIKELY(p)) return finish_alloc(p, n, fn, ra);
     std::new_handler h = std::get_new_handler();
     if (!h) {
       if (nothrow) return nullptr;

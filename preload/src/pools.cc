@@ -80,7 +80,7 @@ struct Range {
 Pool *create(const char *name) {
   if (!tracing()) return nullptr;
   ThreadLocal &t = t_local;
-  ++t.guard;
+  enter_sampling(t);
   Pool *pool = nullptr;
   uint32_t index = g_count.load(std::memory_order_relaxed);
   if (index < kMaxPools) {
@@ -106,7 +106,7 @@ Pool *create(const char *name) {
       }
     }
   }
-  --t.guard;
+  leave_sampling(t);
   return pool;
 }
 
@@ -120,11 +120,11 @@ void alloc(Pool *pool, const void *p, size_t size, uintptr_t ra) {
   Object o{disguise(p), size, 0, 0, 0, uint32_t(coarse_rel_ns() / 1000000)};
   if (info::enabled) o.site = call_sites::intern(ra);
   if (sampled) record_pool_alloc(t, pool->id, p, size, ra, &o.id, &o.stack);
-  ++t.guard;
+  enter_sampling(t);
   pool->lock.lock();
   insert(pool, o);
   pool->lock.unlock();
-  --t.guard;
+  leave_sampling(t);
 }
 
 void release(Pool *pool, const void *p) {
@@ -132,11 +132,11 @@ void release(Pool *pool, const void *p) {
   ThreadLocal &t = t_local;
   if (t.guard) return;
   Object o;
-  ++t.guard;
+  enter_sampling(t);
   pool->lock.lock();
   bool found = take(pool, reinterpret_cast<uint64_t>(p), &o);
   pool->lock.unlock();
-  --t.guard;
+  leave_sampling(t);
   if (found && o.id) record_pool_free(t, pool->id, o.id, o.stack);
 }
 
@@ -146,12 +146,12 @@ void moved(Pool *pool, const void *const *olds, const void *const *news, const s
   ThreadLocal &t = t_local;
   if (t.guard) return;
   ErrnoSaver es;
-  ++t.guard;
+  enter_sampling(t);
   // The events of every thread so far go first, so the analyzer applies the move after them.
   writer_collect_batches();
   auto *ranges = static_cast<Range *>(heap::alloc((n ? n : 1) * sizeof(Range)));
   if (!ranges) {
-    --t.guard;
+    leave_sampling(t);
     return;
   }
   for (size_t i = 0; i < n; ++i)
@@ -204,7 +204,7 @@ void moved(Pool *pool, const void *const *olds, const void *const *news, const s
   pool->lock.unlock();
   heap::release(old_slots);
   heap::release(ranges);
-  --t.guard;
+  leave_sampling(t);
 }
 
 Pool *pool_at(uint32_t index) {

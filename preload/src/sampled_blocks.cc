@@ -2,7 +2,7 @@
 
 #include "common.h"
 #include "private_heap.h"
-#include "spinlock.h"
+#include "thread_state.h"
 
 namespace hs::sampled_blocks {
 namespace {
@@ -13,7 +13,7 @@ struct Slot {
 };
 
 struct alignas(64) Stripe {
-  SpinLock lock;
+  YieldLock lock;
   Slot *slots = nullptr;
   uint64_t mask = 0;
   uint64_t used = 0;
@@ -35,18 +35,29 @@ bool grow(Stripe &s) {
     slots[j] = s.slots[i];
   }
   heap::release(s.slots);
-  s.slots = slots;
-  s.mask = cap - 1;
+  __atomic_store_n(&s.slots, slots, __ATOMIC_RELAXED);  // read unlocked by prefetch()
+  __atomic_store_n(&s.mask, cap - 1, __ATOMIC_RELAXED);
   return true;
 }
 
 }  // namespace
 
+void prefetch(const void *p) {
+  uint64_t a = reinterpret_cast<uint64_t>(p);
+  uint64_t h = hash_of(a);
+  const Stripe &s = g_stripes[h & ((1u << kStripeBits) - 1)];
+  // Unlocked reads, only for a hint: a stale table (grown meanwhile) prefetches freed memory of
+  // the private heap, which is harmless.
+  Slot *slots = __atomic_load_n(&s.slots, __ATOMIC_RELAXED);
+  uint64_t mask = __atomic_load_n(&s.mask, __ATOMIC_RELAXED);
+  if (slots) __builtin_prefetch(&slots[(h >> kStripeBits) & mask], 1);
+}
+
 bool insert(const void *p, Name n) {
   uint64_t a = reinterpret_cast<uint64_t>(p);
   uint64_t h = hash_of(a);
   Stripe &s = g_stripes[h & ((1u << kStripeBits) - 1)];
-  SpinGuard g(s.lock);
+  YieldGuard g(s.lock);
   if (!s.slots || (s.used + 1) * 2 > s.mask + 1) {
     if (!grow(s)) return false;
   }
@@ -62,7 +73,7 @@ bool take(const void *p, Name *n) {
   uint64_t a = reinterpret_cast<uint64_t>(p);
   uint64_t h = hash_of(a);
   Stripe &s = g_stripes[h & ((1u << kStripeBits) - 1)];
-  SpinGuard g(s.lock);
+  YieldGuard g(s.lock);
   if (!s.slots) return false;
   uint64_t key = disguise(a);
   uint64_t j = (h >> kStripeBits) & s.mask;

@@ -15,6 +15,7 @@ struct Name {
   uint32_t stack;  // allocation stack
 };
 bool insert(const void *p, Name n);             // false if out of memory (block stays unnamed)
+void prefetch(const void *p);                    // hint: insert(p) or take(p) comes soon
 bool take(const void *p, Name *n);              // removes; false if p is not a sampled block
 bool peek(const void *p, Name *n);              // lock-free read (snapshot child only)
 void lock_all();                                 // fork: the child must not inherit a torn stripe

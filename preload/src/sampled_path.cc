@@ -1,6 +1,7 @@
 #include "sampled_path.h"
 
 #include <pthread.h>
+#include <signal.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -18,23 +19,44 @@ pthread_key_t g_thread_key;
 bool g_key_ok = false;
 constexpr int64_t kNeverSample = int64_t(1) << 62;
 
-// The tracer's own work (thread registration: pthread calls that allocate): whatever it
-// allocates through the program's allocator is not the program's, and passes through uncounted.
+// The tracer's own work that may allocate through the program's allocator (thread
+// registration: pthread_getattr_np, pthread_setspecific): whatever is allocated under it passes
+// through uncounted, so it also runs with the program's signals blocked (see init_thread): a
+// handler's allocation would be indistinguishable from the tracer's. Guard and sampling change
+// in one store (see ThreadLocal).
 struct GuardScope {
-  explicit GuardScope(ThreadLocal &t) : t(t), saved(t.sampling) { t.sampling = 0; ++t.guard; }
-  ~GuardScope() { --t.guard; t.sampling = saved; }
+  explicit GuardScope(ThreadLocal &t) : t(t), saved(load_relaxed(t.guard_word)) {
+    store_relaxed(t.guard_word, (saved & 0xffffffffu) + kGuardUnit);  // sampling 0, guard + 1
+    __atomic_signal_fence(__ATOMIC_SEQ_CST);
+  }
+  ~GuardScope() {
+    __atomic_signal_fence(__ATOMIC_SEQ_CST);
+    store_relaxed(t.guard_word, saved);
+  }
+  GuardScope(const GuardScope &) = delete;
+  GuardScope &operator=(const GuardScope &) = delete;
   ThreadLocal &t;
-  uint32_t saved;
+  uint64_t saved;
 };
 
-// Recording a sampled event (unwinding, tables, the thread's batch): nothing here allocates
-// through the program's allocator, so an allocation nested in it comes from a signal handler of
-// the program; it is counted but not sampled (the tables are busy).
-struct SamplingScope {
-  explicit SamplingScope(ThreadLocal &t) : t(t) { ++t.guard; ++t.sampling; }
-  ~SamplingScope() { --t.sampling; --t.guard; }
-  ThreadLocal &t;
+// Blocks every signal of this thread for a scope (and restores the program's mask).
+struct SignalsBlocked {
+  SignalsBlocked() {
+    sigset_t all;
+    sigfillset(&all);
+    ok = pthread_sigmask(SIG_SETMASK, &all, &old) == 0;
+  }
+  ~SignalsBlocked() {
+    if (ok) pthread_sigmask(SIG_SETMASK, &old, nullptr);
+  }
+  sigset_t old;
+  bool ok;
 };
+
+// Recording a sampled event (unwinding, tables, the thread's batch) runs under SamplingScope
+// (thread_state.h): nothing there allocates through the program's allocator, so an allocation
+// nested in it comes from a signal handler of the program; it is counted but not sampled (the
+// tables are busy).
 
 void emit_thread_event(uint32_t tid, bool started) {
   outbox_lock();
@@ -53,6 +75,9 @@ void emit_thread_event(uint32_t tid, bool started) {
 
 bool init_thread(ThreadLocal &t) {
   if (t.phase == kThreadGone) return false;
+  // Registration allocates through the program's allocator (pthread_getattr_np, the key's
+  // second-level block): under the guard, with no handler of the program able to run meanwhile.
+  SignalsBlocked no_signals;
   ThreadState *s = register_current_thread();
   if (!s) return false;
   t.state = s;
@@ -100,11 +125,16 @@ uint64_t next_sample_id(ThreadState *s) {
   return s->next_id++;
 }
 
-uint32_t capture_stack(ThreadState *s, uintptr_t ra) {
-  uintptr_t frames[unwind::kMaxDepth];
+// Inline into each recording function: one frame less to unwind (see unwinder.h).
+HS_INLINE uint32_t capture_stack(ThreadState *s, uintptr_t ra) {
+  unwind::Buffer buf;
   bool truncated = false;
-  int n = unwind::capture(ra, frames, config.max_stack_depth, &truncated);
-  return intern_stack(s, frames, n, truncated);
+  const uintptr_t *frames = nullptr;
+  int n = unwind::capture(ra, buf, config.max_stack_depth, &truncated, &frames);
+  uint64_t h = hash_frames(frames, n, truncated);
+  const StackCacheEntry &c = s->stack_cache[h & (ThreadState::kStackCacheSize - 1)];
+  if (HS_LIKELY(c.hash == h)) return c.id;
+  return intern_stack_hashed(s, frames, n, truncated, h);
 }
 
 }  // namespace
@@ -151,6 +181,7 @@ void record_alloc(ThreadLocal &t, const void *p, size_t size, uint8_t fn, uintpt
   ErrnoSaver es;
   SamplingScope g(t);
   ThreadState *s = t.state;
+  sampled_blocks::prefetch(p);  // its table slot is a cache miss: fetched while unwinding
   uint32_t stack = capture_stack(s, ra);
   uint64_t now = coarse_rel_ns();
   uint64_t id = next_sample_id(s);
@@ -190,13 +221,25 @@ void record_free_id(ThreadLocal &t, sampled_blocks::Name n) {
 }
 
 void record_free(ThreadLocal &t, const void *p) {
+  ThreadState *s = t.state;  // registered by on_free
+  if (HS_UNLIKELY(!s)) {
+    sampled_blocks::Name n;
+    enter_sampling(t);
+    bool named = sampled_blocks::take(p, &n);
+    leave_sampling(t);
+    if (named) record_free_id(t, n);
+    return;
+  }
+  // record_free_id's work under the same scope as the lookup.
+  ErrnoSaver es;
+  SamplingScope g(t);
   sampled_blocks::Name n;
-  ++t.guard;
-  ++t.sampling;
-  bool named = sampled_blocks::take(p, &n);
-  --t.sampling;
-  --t.guard;
-  if (named) record_free_id(t, n);  // else: sampled in a parent process
+  if (!sampled_blocks::take(p, &n)) return;  // sampled in a parent process
+  uint64_t now = coarse_rel_ns();
+  append_event(s, [&](EventBatch &b) {
+    b.begin(kFree, now);
+    b.freed_block(n.id, n.stack);
+  });
 }
 
 void record_realloc(ThreadLocal &t, sampled_blocks::Name n, const void *new_p, size_t size,
@@ -231,7 +274,7 @@ void record_pool_alloc(ThreadLocal &t, uint32_t pool, const void *p, size_t size
   ThreadState *s = ensure_thread(t);
   if (!s) return;
   ErrnoSaver es;
-  GuardScope g(t);
+  SamplingScope g(t);
   uint32_t stack = capture_stack(s, ra);
   uint64_t id = next_sample_id(s);
   uint64_t now = coarse_rel_ns();
@@ -252,7 +295,7 @@ void record_pool_free(ThreadLocal &t, uint32_t pool, uint64_t id, uint32_t stack
   ThreadState *s = ensure_thread(t);
   if (!s) return;
   ErrnoSaver es;
-  GuardScope g(t);
+  SamplingScope g(t);
   uint64_t now = coarse_rel_ns();
   append_event(s, [&](EventBatch &b) {
     b.begin(kPoolFree, now);

@@ -32,12 +32,6 @@ uint32_t g_next_node = 1;
 uint64_t *g_node_addr = nullptr;
 size_t g_node_addr_cap = 0;
 
-uint64_t hash_frames(const uintptr_t *frames, int n, bool truncated) {
-  uint64_t h = 0x9e3779b97f4a7c15ull ^ uint64_t(n) ^ (truncated ? 0x5bd1e995ull : 0);
-  for (int i = 0; i < n; ++i) h = mix64(h ^ frames[i]) + 0x9e3779b97f4a7c15ull;
-  return h ? h : 1;
-}
-
 uint64_t node_key(uint32_t parent, uint64_t addr) {
   uint64_t k = mix64(addr ^ (uint64_t(parent) << 40) ^ 0x2545F4914F6CDD1Dull);
   return k ? k : 1;
@@ -97,7 +91,12 @@ uint32_t intern_stack(ThreadState *ts, const uintptr_t *frames, int n, bool trun
   uint64_t h = hash_frames(frames, n, truncated);
   StackCacheEntry &c = ts->stack_cache[h & (ThreadState::kStackCacheSize - 1)];
   if (c.hash == h) return c.id;
+  return intern_stack_hashed(ts, frames, n, truncated, h);
+}
 
+uint32_t intern_stack_hashed(ThreadState *ts, const uintptr_t *frames, int n, bool truncated,
+                             uint64_t h) {
+  StackCacheEntry &c = ts->stack_cache[h & (ThreadState::kStackCacheSize - 1)];
   pthread_mutex_lock(&g_mutex);
   if (!g_stacks || (g_stack_used + 1) * 2 > g_stack_mask + 1) {
     if (!grow_table(g_stacks, g_stack_mask, 4096, &StackSlot::hash)) {

@@ -2,6 +2,8 @@
 // chase, no allocation); everything needed only on the sampled path lives in a ThreadState in the
 // private heap, registered so the writer can flush it and read the counters of every live thread.
 #pragma once
+#include <sched.h>
+
 #include <atomic>
 #include <cstdint>
 
@@ -33,7 +35,17 @@ HS_INLINE T add_local(T &a, T d) {
   return __atomic_add_fetch(&a, d, __ATOMIC_RELAXED);
 #endif
 }
-HS_INLINE void bump(uint64_t &a, uint64_t d) { add_local(a, d); }
+// The same add, when the result is not needed (no reload of the counter).
+template <typename T>
+HS_INLINE void add_mem(T &a, T d) {
+#if defined(__x86_64__)
+  static_assert(sizeof(T) == 8, "64-bit counters");
+  asm volatile("addq %1, %0" : "+m"(a) : "er"(d));
+#else
+  __atomic_add_fetch(&a, d, __ATOMIC_RELAXED);
+#endif
+}
+HS_INLINE void bump(uint64_t &a, uint64_t d) { add_mem(a, d); }
 
 // Written only by the owning thread; read (relaxed) by whoever sums the totals.
 struct Counters {
@@ -50,13 +62,54 @@ struct Counters {
 
 struct ThreadState;
 
+// A test-and-test-and-set lock that stops spinning after a while and gives its CPU away: with
+// more runnable threads than CPUs (stress: 4 workers and the writer on 2 CPUs), a holder that was
+// preempted inside its few-hundred-cycle section otherwise costs every waiter a whole time slice
+// of spinning (perf: 60% of sampled_blocks::insert was the spin loop). sched_yield is
+// async-signal-safe. Same interface as SpinLock.
+class YieldLock {
+ public:
+  void lock() {
+    while (flag_.exchange(true, std::memory_order_acquire)) {
+      for (int spins = 0; flag_.load(std::memory_order_relaxed); ++spins) {
+        if (spins < 128) __builtin_ia32_pause();
+        else sched_yield();
+      }
+    }
+  }
+  bool try_lock() { return !flag_.exchange(true, std::memory_order_acquire); }
+  void unlock() { flag_.store(false, std::memory_order_release); }
+  void reset() { flag_.store(false, std::memory_order_relaxed); }
+
+ private:
+  std::atomic<bool> flag_{false};
+};
+
+struct YieldGuard {
+  explicit YieldGuard(YieldLock &l) : lock(l) { lock.lock(); }
+  ~YieldGuard() { lock.unlock(); }
+  YieldLock &lock;
+};
+
 enum ThreadPhase : uint8_t { kThreadNew = 0, kThreadRegistered = 1, kThreadGone = 2 };
 
 struct ThreadLocal {
   int64_t countdown;       // bytes until the next sample; < 0 means take the slow path
-  uint32_t guard;          // > 0 while inside the tracer: nested calls pass straight through
-  uint32_t sampling;       // > 0 while recording a sampled event: a signal handler's allocations
-                           // on this thread are still counted (not sampled), see interpose.cc
+  // guard: > 0 while inside the tracer: nested calls pass straight through.
+  // sampling: > 0 while inside tracer code that never allocates through the program's
+  // allocator (recording a sampled event, the pool tables): an allocation nested in it can only
+  // come from a signal handler of the program, and is still counted (not sampled), interpose.cc.
+  // The two share one word and every change of either is ONE instruction (enter_sampling /
+  // leave_sampling / GuardScope in sampled_path.cc): a handler landing between two separate
+  // updates (guard still set, sampling already cleared) passed its allocation through uncounted
+  // (issue 7's signal_alloc flake, tests/programs/signal_step.c).
+  union {
+    struct {
+      uint32_t guard;
+      uint32_t sampling;
+    };
+    uint64_t guard_word;
+  };
   uint8_t phase;           // ThreadPhase
   uint64_t rng;
   int64_t heap_delta_max;  // highest heap_delta since the last fold (for an exact peak)
@@ -66,6 +119,33 @@ struct ThreadLocal {
 
 extern __thread ThreadLocal t_local HS_TLS;
 
+// guard_word units (see ThreadLocal): one level of guard, and one of guard + sampling together.
+constexpr uint64_t kGuardUnit = 1;
+constexpr uint64_t kSamplingUnit = (uint64_t(1) << 32) | kGuardUnit;
+// Enters / leaves tracer code that makes no allocation of its own through the program's
+// allocator: nested allocations (a signal handler's) are counted, not sampled. Each is one
+// add-to-memory instruction, so a handler sees either both flags raised or neither.
+// The "memory" clobber also keeps the compiler from moving the tracer's own memory accesses
+// out of the scope.
+HS_INLINE void add_guard_word(ThreadLocal &t, uint64_t d) {
+#if defined(__x86_64__)
+  asm volatile("addq %1, %0" : "+m"(t.guard_word) : "r"(d) : "memory");
+#else
+  __atomic_signal_fence(__ATOMIC_SEQ_CST);
+  __atomic_add_fetch(&t.guard_word, d, __ATOMIC_RELAXED);
+  __atomic_signal_fence(__ATOMIC_SEQ_CST);
+#endif
+}
+HS_INLINE void enter_sampling(ThreadLocal &t) { add_guard_word(t, kSamplingUnit); }
+HS_INLINE void leave_sampling(ThreadLocal &t) { add_guard_word(t, uint64_t(0) - kSamplingUnit); }
+struct SamplingScope {
+  explicit SamplingScope(ThreadLocal &t) : t(t) { enter_sampling(t); }
+  ~SamplingScope() { leave_sampling(t); }
+  SamplingScope(const SamplingScope &) = delete;
+  SamplingScope &operator=(const SamplingScope &) = delete;
+  ThreadLocal &t;
+};
+
 struct StackCacheEntry {
   uint64_t hash;
   uint32_t id;
@@ -74,7 +154,7 @@ struct StackCacheEntry {
 struct ThreadState {
   static constexpr uint32_t kStackCacheSize = 512;
   uint32_t tid;
-  SpinLock lock;              // guards batch: the owner appends, the writer flushes
+  YieldLock lock;             // guards batch: the owner appends, the writer flushes
   ThreadLocal *tls;           // the owner's TLS block, for its counters
   ThreadState *next;          // registry list
   StackCacheEntry stack_cache[kStackCacheSize];

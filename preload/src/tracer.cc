@@ -19,10 +19,12 @@
 #include "thread_state.h"
 #include "unwinder.h"
 #include "usable_size.h"
+#include "info_shadow.h"
 
 namespace hs {
 
 std::atomic<int> g_state{kUninit};
+std::atomic<bool> g_fast_path{false};
 uint64_t g_start_ns = 0;
 int g_pid = 0;
 GlobalTotals g_totals;
@@ -94,13 +96,13 @@ void fork_child() {
   snapshot::after_fork_child();
   registry_after_fork_child();
   if (config.fork_mode == ForkMode::stop) {
-    g_state.store(kStopped);
+    set_state(kStopped);
     --t_local.guard;
     return;
   }
   // The child continues the parent's figures (its heap is a copy) in a file of its own.
   if (!writer_open_capture(true, parent) || !writer_start_thread()) {
-    g_state.store(kStopped);
+    set_state(kStopped);
     writer_note_failure("cannot start the capture of a forked child");
   } else if (ThreadState *s = t_local.state) {
     outbox_lock();
@@ -115,9 +117,17 @@ void fork_child() {
 
 }  // namespace
 
+void set_state(int s) {
+  if (s != kActive) g_fast_path.store(false, std::memory_order_relaxed);
+  g_state.store(s);
+  if (s == kActive)
+    g_fast_path.store(usable::g_glibc_layout && !info::enabled, std::memory_order_relaxed);
+}
+
 void stop_tracing(const char *why) {
   int expected = kActive;
-  if (!g_state.compare_exchange_strong(expected, kStopped)) return;
+  g_fast_path.store(false, std::memory_order_relaxed);
+  if (!g_state.compare_exchange_strong(expected, kStopped)) return;  // was not tracing
   writer_note_failure(why);
 }
 
@@ -129,7 +139,7 @@ __attribute__((constructor)) void heapsnap_start() {
   real::resolve_next();
   usable::init();
   if (!read_config()) {
-    g_state.store(kStopped);
+    set_state(kStopped);
     --t_local.guard;
     return;
   }
@@ -154,11 +164,11 @@ __attribute__((constructor)) void heapsnap_start() {
     if (!writer_start_thread()) failure = "cannot start the writer thread";
   }
   if (failure) {
-    g_state.store(kStopped);
+    set_state(kStopped);
     config.debug = true;
     writer_note_failure(failure);
   } else {
-    g_state.store(kActive);
+    set_state(kActive);
   }
   --t_local.guard;
 }
@@ -169,7 +179,7 @@ __attribute__((destructor)) void heapsnap_finish() {
   if (!tracing() || getpid() != g_pid) return;
   ErrnoSaver es;
   ++t_local.guard;
-  g_state.store(kStopped);
+  set_state(kStopped);
   writer_stop_thread();
   snapshot::at_exit();
   writer_finish("exit");
@@ -181,7 +191,7 @@ void finish_before_process_ends(const char *reason) {
   if (!tracing() || getpid() != g_pid) return;  // getpid differs in a vfork child: hands off
   ErrnoSaver es;
   ++t_local.guard;
-  g_state.store(kStopped);
+  set_state(kStopped);
   writer_stop_thread();
   if (strcmp(reason, "exec") == 0) snapshot::drain();
   else snapshot::at_exit();

@@ -22,6 +22,10 @@ extern uint64_t g_start_ns;   // CLOCK_MONOTONIC at capture start
 extern int g_pid;             // pid that owns the current capture
 
 HS_INLINE bool tracing() { return g_state.load(std::memory_order_relaxed) == kActive; }
+// tracing() and the conditions of the allocation fast paths in one load (interpose.cc): glibc's
+// chunk layout for usable sizes, no snapshot table. Follows g_state (set_state).
+extern std::atomic<bool> g_fast_path;
+void set_state(int s);
 HS_INLINE uint64_t now_rel_ns() { return mono_ns() - g_start_ns; }
 HS_INLINE uint64_t coarse_rel_ns() {
   uint64_t n = coarse_ns();

@@ -173,11 +173,9 @@ __attribute__((noinline)) void *traced_realloc(void *old, size_t n, OpCounts &c)
   sampled_blocks::Name id{};
   bool named = false;
   if (v & shadow::kSampledBit) {
-    ++t.guard;
-    ++t.sampling;
+    enter_sampling(t);
     named = sampled_blocks::take(old, &id);
-    --t.sampling;
-    --t.guard;
+    leave_sampling(t);
     REQUIRE(named);
   }
   void *q = realloc(old, n);

@@ -227,7 +227,7 @@ bool CaptureReader::for_each_record(const RecordFn &fn) {
       off += fsize;
       continue;
     }
-    if (frame_buf_.size() < content) frame_buf_.resize(size_t(content));
+    if (frame_buf_.size() < content + kRawEventsPadding) frame_buf_.resize(size_t(content) + kRawEventsPadding);
     size_t got = ZSTD_decompressDCtx(dctx, frame_buf_.data(), size_t(content), p, fsize);
     if (ZSTD_isError(got) || got != content) {
       skipped_ += fsize;
@@ -237,6 +237,7 @@ bool CaptureReader::for_each_record(const RecordFn &fn) {
       continue;
     }
     ++frames_;
+    memset(frame_buf_.data() + got, 0, kRawEventsPadding);
     bool stop = false;
     parse_frame(frame_buf_.data(), got, off, fn, &stop);
     if (stop) return true;

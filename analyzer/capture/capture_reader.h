@@ -18,6 +18,8 @@ inline constexpr uint16_t kReaderMajor = 1;
 inline constexpr uint16_t kReaderMinor = 0;
 // A frame's decompressed size above this is treated as damage (the writer cuts at 8 MiB).
 inline constexpr uint64_t kMaxFrameBytes = 256ull << 20;
+// Zero bytes after every decompressed frame (see set_raw_events_handler).
+inline constexpr size_t kRawEventsPadding = 16;
 
 struct Problem {
   uint64_t offset;       // file offset the problem was found at
@@ -57,7 +59,8 @@ class CaptureReader {
 
   // Records that hold only an EventBatch are offered to `raw` as the batch's bytes before any
   // parsing (see event_columns.h); when it returns false the record is parsed and passed to the
-  // record callback as usual.
+  // record callback as usual. At least kRawEventsPadding readable bytes follow the batch (the
+  // frame buffer's padding; see batch_decoder.h, which reads varints without bounds checks).
   using RawEventsFn = std::function<bool(const uint8_t *batch, size_t n, const RecordPos &)>;
   void set_raw_events_handler(RawEventsFn raw) { raw_events_ = std::move(raw); }
 

@@ -105,6 +105,9 @@ class RawColumns {
   uint32_t tid() const { return tid_; }
   uint64_t base_time_ns() const { return base_time_; }
   uint64_t base_id() const { return base_id_; }
+  // Column C's bytes not taken yet (null when the batch has no such column).
+  const uint8_t *begin(Column c) const { return col_[c].p; }
+  const uint8_t *end(Column c) const { return col_[c].end; }
   // Events in the batch: varints left in the kind column, plus those taken (only for messages).
   size_t kind_count() const {
     size_t n = kinds_taken_;

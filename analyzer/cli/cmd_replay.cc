@@ -176,9 +176,19 @@ int run_top(const TopOpts &o) {
   for (uint32_t id = 1; id < r.by_stack.size(); ++id) {
     const auto &f = r.by_stack[id];
     if (f.samples == 0 && f.live_calls <= 0 && f.reallocs == 0) continue;
-    auto frames = L.sym->stack(r.stacks, id);
-    if (frames.empty() || !stack_matches(frames, o.match)) continue;
-    std::string key = frames[0].label();
+    // The site is the stack's innermost frame: without --match only the leaf address needs
+    // symbolizing (whole stacks are symbolized for the rows shown).
+    const replay::DisplayFrame *leaf;
+    std::vector<replay::DisplayFrame> frames;
+    if (o.match.empty()) {
+      if (!r.stacks.valid(id)) continue;
+      leaf = &L.sym->frames_of(r.stacks.address(id))[0];
+    } else {
+      frames = L.sym->stack(r.stacks, id);
+      if (frames.empty() || !stack_matches(frames, o.match)) continue;
+      leaf = &frames[0];
+    }
+    std::string key = leaf->label();
     if (f.pool) {
       // Objects of a client-API pool are labelled with the pool's name.
       const replay::PoolInfo *pi = r.pool(f.pool);
@@ -187,7 +197,7 @@ int run_top(const TopOpts &o) {
     SiteRow &row = sites[key];
     if (row.key.empty()) {
       row.key = key;
-      row.frame = frames[0];
+      row.frame = *leaf;
     }
     row.sum.alloc_calls += f.alloc_calls;
     row.sum.alloc_bytes += f.alloc_bytes;

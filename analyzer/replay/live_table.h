@@ -159,12 +159,17 @@ class LiveTable {
     LiveEntry slot[kPageIds];
   };
 
+  // The page of id, if there is one (it becomes last_). Frees land all over the older pages and
+  // the next allocation goes back to the newest one: a small direct-mapped cache in front of the
+  // directory keeps both lookups off its hash table.
   Page *page_of(uint64_t id) {
     uint64_t n = id >> kPageBits;
     if (last_ && last_->number == n) return last_;
+    Page *&c = recent_[n & (kRecent - 1)];
+    if (c && c->number == n) return last_ = c;
     Page **p = dir_.find(n + 1);  // + 1: the directory's keys must not be 0
     if (!p) return nullptr;
-    return last_ = *p;
+    return last_ = c = *p;
   }
 
   Page *new_page(uint64_t n) {
@@ -189,6 +194,7 @@ class LiveTable {
     dir_.erase(p->number + 1);
     --pages_;
     if (last_ == p) last_ = nullptr;
+    if (recent_[p->number & (kRecent - 1)] == p) recent_[p->number & (kRecent - 1)] = nullptr;
     if (free_pages_.size() < kSparePages) free_pages_.emplace_back(p);
     else delete p;
   }
@@ -210,6 +216,8 @@ class LiveTable {
   util::FlatMap64<uint8_t> evicted_;  // page numbers + 1 of evicted pages (a damaged file may reuse their ids)
   std::vector<std::unique_ptr<Page>> free_pages_;
   Page *last_ = nullptr;
+  static constexpr size_t kRecent = 256;
+  Page *recent_[kRecent] = {};  // page number % kRecent -> a live page of that number, or null
   size_t pages_ = 0;
   size_t live_ = 0;
 };

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <unordered_map>
 
+#include "capture/batch_decoder.h"
 #include "capture/event_decoder.h"
 #include "replay/live_table.h"
 #include "util/flat_map.h"
@@ -24,10 +25,12 @@ class Replayer {
  public:
   Replayer(ReplayResult &r, const ReplayOptions &o) : r_(r), o_(o) {}
 
-  // An EventBatch the reader handed over as bytes (see CaptureReader::set_raw_events_handler).
+  // An EventBatch the reader handed over as bytes (see CaptureReader::set_raw_events_handler),
+  // with the reader's padding after it: decoded in one pass, specialised per event kind.
   void raw_events(const capture::RawColumns &cols, const capture::RecordPos &pos) {
-    capture::RawEventDecoder dec(cols);
-    decode(dec, cols.tid(), pos);
+    begin_batch(pos);
+    std::string err = mean_ <= 1 ? visit<true>(cols) : visit<false>(cols);
+    end_batch(cols.tid(), err);
   }
 
   void record(const wire::Record &rec, const capture::RecordPos &pos) {
@@ -170,9 +173,10 @@ class Replayer {
   }
 
   // After each event: follow the highest estimate (a new one starts a peak epoch, see sync_peak).
-  HS_HOT void after_event(uint64_t time) {
+  // rose: the estimate may have gone up (after a free or nothing done it only went down or stayed).
+  HS_HOT void after_event(uint64_t time, bool rose = true) {
     uint64_t ordinal = r_.events++;
-    if (live_bytes_ > r_.sampled_peak_bytes) {
+    if (rose && live_bytes_ > r_.sampled_peak_bytes) {
       r_.sampled_peak_bytes = live_bytes_;
       r_.sampled_peak_event = ordinal;
       r_.sampled_peak_time_ns = time;
@@ -192,111 +196,159 @@ class Replayer {
     r_.modules.push_back(std::move(rec));
   }
 
+  template <bool kExact = false>
   HS_HOT void live_add(const LiveEntry &b) {
     StackFigures &f = fig(b.stack);
     sync_peak(b.stack);
+    double bytes = kExact ? double(b.size) : double(b.size) * b.weight;
     f.live_calls += b.weight;
-    f.live_bytes += double(b.size) * b.weight;
-    live_bytes_ += double(b.size) * b.weight;
+    f.live_bytes += bytes;
+    live_bytes_ += bytes;
   }
+  template <bool kExact = false>
   HS_HOT void live_remove(const LiveEntry &b) {
     StackFigures &f = fig(b.stack);
     sync_peak(b.stack);
+    double bytes = kExact ? double(b.size) : double(b.size) * b.weight;
     f.live_calls -= b.weight;
-    f.live_bytes -= double(b.size) * b.weight;
-    live_bytes_ -= double(b.size) * b.weight;
+    f.live_bytes -= bytes;
+    live_bytes_ -= bytes;
   }
 
+  // A batch libprotobuf parsed (a layout RawColumns does not take).
   void events(const wire::EventBatch &batch, const capture::RecordPos &pos) {
     capture::EventDecoder dec(batch);
-    decode(dec, batch.tid(), pos);
-  }
-  template <typename Decoder>
-  void decode(Decoder &dec, uint32_t tid, const capture::RecordPos &pos) {
+    begin_batch(pos);
     capture::Event e;
-    uint64_t latest = 0;  // see_time once per batch: r_ lives in memory, this in a register
     while (dec.next(&e)) {
-      if (e.time_ns > latest) latest = e.time_ns;
-      // Ids come from the file. A stack the tree does not hold must not size by_stack (fig() would
-      // resize it to the id: up to 2^32 entries); id 0 is the live table's empty-slot key.
-      bool uses_stack = e.kind == wire::ALLOC || e.kind == wire::POOL_ALLOC || e.kind == wire::REALLOC;
-      if (uses_stack && e.stack > r_.stacks.nodes()) {
-        if (!bad_stack_events_++) bad_stack_offset_ = pos.frame_offset;
-        e.stack = 0;
-      }
-      if (e.id == 0) {
-        if (!bad_id_events_++) bad_id_offset_ = pos.frame_offset;
-        after_event(e.time_ns);
-        continue;
-      }
-      switch (e.kind) {
-        case wire::ALLOC:
-        case wire::POOL_ALLOC: {
-          LiveEntry b{e.stack, mean_ <= 1 ? 1.0f : float(sample_weight(e.size, mean_)), e.size};
-          StackFigures &f = fig(e.stack);
-          if (e.kind == wire::POOL_ALLOC) {
-            f.pool = e.pool;
-            pool_index_[e.pool][e.addr] = e.id;
-            pool_place_[e.id] = PoolPlace{e.pool, e.addr};
-          }
-          f.alloc_calls += b.weight;
-          f.alloc_bytes += double(e.size) * b.weight;
-          ++f.samples;
-          if (__builtin_expect(!early_.empty(), 0) && early_end(e.id, &b)) break;
-          LiveEntry old = live_.insert(e.id, b);
-          if (old.weight != 0) live_remove(old);  // a repeated id: the capture is damaged
-          live_add(b);
-          if (live_.size() > r_.live_blocks_peak) r_.live_blocks_peak = live_.size();
-          break;
-        }
-        case wire::FREE: {
-          LiveEntry b;
-          if (live_.erase(e.id, &b)) live_remove(b);
-          else note_early(e.id, 0);
-          break;
-        }
-        case wire::REALLOC: {
-          LiveEntry *b = live_.find(e.id);
-          StackFigures &site = fig(e.stack);
-          ++site.reallocs;
-          if (e.moved) ++site.realloc_moves;
-          if (!b) {
-            note_early(e.id, e.size);
-            break;
-          }
-          // The block keeps its identity and allocation stack; the realloc call counts as an
-          // allocation of the new size at the realloc's own stack.
-          site.alloc_calls += b->weight;
-          site.alloc_bytes += double(e.size) * b->weight;
-          LiveEntry nb = *b;
-          nb.size = e.size;
-          live_remove(*b);
-          *b = nb;
-          live_add(nb);
-          break;
-        }
-        case wire::POOL_FREE: {
-          LiveEntry b;
-          if (live_.erase(e.id, &b)) {
-            live_remove(b);
-            PoolPlace pl;
-            if (pool_place_.erase(e.id, &pl)) {
-              auto it = pool_index_.find(pl.pool);
-              if (it != pool_index_.end()) it->second.erase(pl.addr);
-            }
-          } else {
-            ++r_.unknown_frees;
-          }
-          break;
-        }
-        default: break;
-      }
-      after_event(e.time_ns);
+      if (mean_ <= 1) apply<true>(e.kind, e.time_ns, e.id, e.addr, e.size, e.stack, e.pool, e.moved);
+      else apply<false>(e.kind, e.time_ns, e.id, e.addr, e.size, e.stack, e.pool, e.moved);
     }
-    see_time(latest);
-    if (!dec.error().empty())
-      r_.problems.push_back({pos.frame_offset, "event batch of thread " +
-                                                   std::to_string(tid) + ": " + dec.error()});
+    end_batch(batch.tid(), dec.error());
+  }
+
+  void begin_batch(const capture::RecordPos &pos) {
+    batch_latest_ = 0;
+    batch_nodes_ = r_.stacks.nodes();
+    batch_offset_ = pos.frame_offset;
+  }
+  void end_batch(uint32_t tid, const std::string &error) {
+    see_time(batch_latest_);  // once per batch: r_ lives in memory
+    if (!error.empty())
+      r_.problems.push_back({batch_offset_, "event batch of thread " + std::to_string(tid) + ": " + error});
+  }
+
+  // decode_batch's visitor: each kind is apply() with the kind a constant (its switch folds away).
+  template <bool kExact>
+  struct Visitor {
+    Replayer &rp;
+    HS_HOT void alloc(uint64_t t, uint64_t id, uint64_t size, uint32_t stack) {
+      rp.apply<kExact>(wire::ALLOC, t, id, 0, size, stack, 0, false);
+    }
+    HS_HOT void free(uint64_t t, uint64_t id) { rp.apply<kExact>(wire::FREE, t, id, 0, 0, 0, 0, false); }
+    HS_HOT void realloc(uint64_t t, uint64_t id, uint64_t size, uint32_t stack, bool moved) {
+      rp.apply<kExact>(wire::REALLOC, t, id, 0, size, stack, 0, moved);
+    }
+    void pool_alloc(uint64_t t, uint64_t id, uint64_t addr, uint64_t size, uint32_t stack, uint32_t pool) {
+      rp.apply<kExact>(wire::POOL_ALLOC, t, id, addr, size, stack, pool, false);
+    }
+    void pool_free(uint64_t t, uint64_t id, uint32_t pool) {
+      rp.apply<kExact>(wire::POOL_FREE, t, id, 0, 0, 0, pool, false);
+    }
+  };
+  template <bool kExact>
+  std::string visit(const capture::RawColumns &cols) {
+    static_assert(capture::kRawEventsPadding >= capture::kDecodePadding);
+    Visitor<kExact> v{*this};
+    return capture::decode_batch(cols, cursors_, v);
+  }
+
+  // One event. kExact: every allocation recorded (weight 1; the products by it are skipped,
+  // which leaves every figure bit for bit the same).
+  template <bool kExact>
+  HS_HOT void apply(wire::EventKind kind, uint64_t time, uint64_t id, uint64_t addr, uint64_t size,
+                    uint32_t stack, uint32_t pool, bool moved) {
+    if (time > batch_latest_) batch_latest_ = time;
+    // Ids come from the file. A stack the tree does not hold must not size by_stack (fig() would
+    // resize it to the id: up to 2^32 entries); id 0 is the live table's empty-slot key.
+    bool uses_stack = kind == wire::ALLOC || kind == wire::POOL_ALLOC || kind == wire::REALLOC;
+    if (uses_stack && __builtin_expect(stack > batch_nodes_, 0)) {
+      if (!bad_stack_events_++) bad_stack_offset_ = batch_offset_;
+      stack = 0;
+    }
+    if (__builtin_expect(id == 0, 0)) {
+      if (!bad_id_events_++) bad_id_offset_ = batch_offset_;
+      after_event(time, false);
+      return;
+    }
+    switch (kind) {
+      case wire::ALLOC:
+      case wire::POOL_ALLOC: {
+        LiveEntry b{stack, kExact ? 1.0f : float(sample_weight(size, mean_)), size};
+        StackFigures &f = fig(stack);
+        if (kind == wire::POOL_ALLOC) {
+          f.pool = pool;
+          pool_index_[pool][addr] = id;
+          pool_place_[id] = PoolPlace{pool, addr};
+        }
+        f.alloc_calls += b.weight;
+        f.alloc_bytes += kExact ? double(size) : double(size) * b.weight;
+        ++f.samples;
+        if (__builtin_expect(!early_.empty(), 0) && early_end(id, &b)) break;
+        LiveEntry old = live_.insert(id, b);
+        if (__builtin_expect(old.weight != 0, 0)) live_remove<kExact>(old);  // a repeated id: the capture is damaged
+        live_add<kExact>(b);
+        if (live_.size() > r_.live_blocks_peak) r_.live_blocks_peak = live_.size();
+        after_event(time, true);
+        return;
+      }
+      case wire::FREE: {
+        LiveEntry b;
+        if (live_.erase(id, &b)) live_remove<kExact>(b);
+        else note_early(id, 0);
+        after_event(time, false);  // the estimate only went down
+        return;
+      }
+      case wire::REALLOC: {
+        LiveEntry *b = live_.find(id);
+        StackFigures &site = fig(stack);
+        ++site.reallocs;
+        if (moved) ++site.realloc_moves;
+        if (!b) {
+          note_early(id, size);
+          after_event(time, false);
+          return;
+        }
+        // The block keeps its identity and allocation stack; the realloc call counts as an
+        // allocation of the new size at the realloc's own stack.
+        site.alloc_calls += b->weight;
+        site.alloc_bytes += kExact ? double(size) : double(size) * b->weight;
+        LiveEntry nb = *b;
+        nb.size = size;
+        live_remove<kExact>(*b);
+        *b = nb;
+        live_add<kExact>(nb);
+        after_event(time, true);
+        return;
+      }
+      case wire::POOL_FREE: {
+        LiveEntry b;
+        if (live_.erase(id, &b)) {
+          live_remove<kExact>(b);
+          PoolPlace pl;
+          if (pool_place_.erase(id, &pl)) {
+            auto it = pool_index_.find(pl.pool);
+            if (it != pool_index_.end()) it->second.erase(pl.addr);
+          }
+        } else {
+          ++r_.unknown_frees;
+        }
+        after_event(time, false);
+        return;
+      }
+      default: after_event(time, false); return;
+    }
+    after_event(time, false);  // an ALLOC whose block was freed before it (early_end)
   }
 
   // Events of different threads reach the file in batches, so a block freed (or resized) by
@@ -337,6 +389,10 @@ class Replayer {
   // Per pool: address -> sample id of its live sampled objects (moves are by address).
   std::unordered_map<uint32_t, std::unordered_map<uint64_t, uint64_t>> pool_index_;
   double live_bytes_ = 0;
+  capture::SiteCursors cursors_;  // decode_batch's, kept from batch to batch
+  uint64_t batch_latest_ = 0;  // the batch's latest time (see_time once per batch)
+  uint64_t batch_nodes_ = 0;   // stack nodes defined before the batch
+  uint64_t batch_offset_ = 0;  // the frame holding it
   uint64_t bad_stack_events_ = 0, bad_stack_offset_ = 0;
   uint64_t bad_id_events_ = 0, bad_id_offset_ = 0;
 };

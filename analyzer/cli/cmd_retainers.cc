@@ -430,13 +430,17 @@ int run_path(const PathArgs &a) {
       root_off = c.snap.root_offset[k];
       break;
     }
+  // A register root is the tracer's copy of a thread's registers: its offset names the register.
+  bool in_register = rr.kind == snapshot::kRegisters;
+  std::string where = "+" + std::to_string(root_off);
+  if (in_register) where += " " + std::string(snapshot::register_name(root_off));
   if (!a.json)
-    printf("%s (%u hops)\n  root: %s %s at %s (+%llu)\n",
+    printf("%s (%u hops)\n  root: %s %s at %s (%s)\n",
            out_style(Style::kHeading, "path to " + hex(c.snap.addr[target])).c_str(), unsigned(chain.size()),
-           snapshot::root_kind_name(rr.kind), rr.name.c_str(), hex(rr.start + root_off).c_str(),
-           (unsigned long long)root_off);
+           snapshot::root_kind_name(rr.kind), rr.name.c_str(), hex(rr.start + root_off).c_str(), where.c_str());
   out["root"] = {{"kind", snapshot::root_kind_name(rr.kind)}, {"name", rr.name}, {"detail", rr.detail},
                  {"address", hex(rr.start + root_off)}};
+  if (in_register) out["root"]["register"] = snapshot::register_name(root_off);
   for (size_t i = 0; i < chain.size(); ++i) {
     uint32_t b = ObjectGraph::block_of(chain[i]);
     json h = c.site_json(b);

@@ -28,6 +28,15 @@ const char *root_kind_name(int k) {
   }
 }
 
+const char *register_name(uint64_t offset) {
+  static const char *const kNames[] = {
+      "r8", "r9", "r10", "r11", "r12", "r13", "r14", "r15", "rdi", "rsi", "rbp", "rbx", "rdx", "rax", "rcx", "rsp", "rip",
+      "xmm0", "xmm0+8", "xmm1", "xmm1+8", "xmm2", "xmm2+8", "xmm3", "xmm3+8", "xmm4", "xmm4+8", "xmm5", "xmm5+8",
+      "xmm6", "xmm6+8", "xmm7", "xmm7+8", "xmm8", "xmm8+8", "xmm9", "xmm9+8", "xmm10", "xmm10+8", "xmm11", "xmm11+8",
+      "xmm12", "xmm12+8", "xmm13", "xmm13+8", "xmm14", "xmm14+8", "xmm15", "xmm15+8"};
+  return offset % 8 == 0 && offset / 8 < sizeof(kNames) / sizeof(kNames[0]) ? kNames[offset / 8] : "?";
+}
+
 std::vector<SnapshotInfo> list_snapshots(capture::CaptureReader &reader) {
   std::vector<SnapshotInfo> out;
   auto get = [&](uint32_t index) -> SnapshotInfo & {

@@ -30,6 +30,8 @@ std::vector<SnapshotInfo> list_snapshots(capture::CaptureReader &reader);
 
 enum RootKind : uint8_t { kGlobal = 0, kStack = 1, kRegisters = 2, kTls = 3, kAnon = 4 };
 const char *root_kind_name(int kind);
+// The register at a byte offset of a kRegisters root ("r12", "xmm3+8"; see proto/heapsnap.proto).
+const char *register_name(uint64_t offset);
 
 struct RootRange {
   RootKind kind;

@@ -13,6 +13,7 @@
 #include <atomic>
 #include <cstdio>
 #include <algorithm>
+#include <cstdlib>
 #include <cstring>
 
 #include "call_sites.h"
@@ -24,6 +25,7 @@
 #include "sampled_blocks.h"
 #include "shadow_map.h"
 #include "spinlock.h"
+#include "thread_regs.h"
 #include "thread_state.h"
 #include "tracer.h"
 #include "usable_size.h"
@@ -46,6 +48,9 @@ uint32_t g_child_index = 0;
 uint64_t g_child_started_ns = 0;
 int g_child_fd = -1;
 char g_child_path[4400];
+// The other threads' registers, captured before the clone (the child reads its copy).
+regs::Result g_regs;
+uint64_t g_program_pid = 0;
 
 void on_signal(int) { g_signal_flag.store(true, std::memory_order_relaxed); }
 
@@ -87,6 +92,7 @@ struct Child {
   int fd;
   uint64_t t0;
   uint64_t self_sp;        // stack pointer of the thread that forked (scan its stack from here)
+  uint64_t main_tid;       // the program's pid (its main thread), not the child's
   uint64_t writer_lo, writer_hi;  // the writer thread's stack: tracer memory, not a root
 
   Mapping *maps = nullptr;
@@ -655,7 +661,8 @@ HS_POPCNT_CLONES void scan_blocks(Child &c) {
   if (e.from.failed() || e.to.failed()) c.error = "out of memory (edges)";
 }
 
-HS_POPCNT_CLONES void scan_root(Child &c, int kind, uint64_t detail, uint64_t start, uint64_t end, const char *name) {
+HS_POPCNT_CLONES void scan_root(Child &c, int kind, uint64_t detail, uint64_t start, uint64_t end, const char *name,
+                                bool always = false) {
   start = (start + 7) & ~uint64_t(7);
   if (end <= start) return;
   wire::Buf targets, offs, inter;
@@ -695,7 +702,7 @@ HS_POPCNT_CLONES void scan_root(Child &c, int kind, uint64_t detail, uint64_t st
   ++c.roots;
   c.root_bytes += end - start;
   c.root_edges += count;
-  if (!count) return;
+  if (!count && !always) return;
   wire::RecordMark m = wire::begin_record(c.out, wire::kSnapshotRoots);
   c.out.u64(1, c.index);
   c.out.u64(2, uint64_t(kind));
@@ -710,7 +717,68 @@ HS_POPCNT_CLONES void scan_root(Child &c, int kind, uint64_t detail, uint64_t st
   flush_frame(c, false);
 }
 
-void scan_roots(Child &c) {
+// A register root that holds nothing to scan: a thread whose registers were not captured, and why.
+void write_missing_registers(Child &c, uint32_t tid, const char *name) {
+  wire::RecordMark m = wire::begin_record(c.out, wire::kSnapshotRoots);
+  c.out.u64(1, c.index);
+  c.out.u64(2, uint64_t(2));
+  c.out.u64(3, tid);
+  c.out.str(9, name);
+  wire::end_record(c.out, m);
+}
+
+// The registers of the program's other threads (thread_regs.h): a root of their own kind per
+// thread ("registers of thread T"), from the copy the parent made before the clone.
+void scan_registers(Child &c, const regs::Result &r) {
+  for (uint32_t i = 0; i < r.n && !c.error; ++i) {
+    const regs::ThreadRegs &t = r.threads[i];
+    char name[160];
+    if (t.how == regs::kSignal) {
+      snprintf(name, sizeof(name), "of thread %u%s", t.tid,
+               t.interrupted == 2   ? " (its signal interrupted a system call, which it then continued)"
+               : t.interrupted == 1 ? " (its signal may have interrupted a system call: EINTR)"
+                                    : "");
+      uint64_t lo = reinterpret_cast<uint64_t>(t.words);
+      scan_root(c, 2, t.tid, lo, lo + t.nwords * 8, name, true);
+    } else if (t.how == regs::kSyscall) {
+      const char *sys = regs::syscall_name(t.syscall_nr);
+      char nr[24];
+      if (!sys) snprintf(nr, sizeof(nr), "%d", int(t.syscall_nr));
+      snprintf(name, sizeof(name), "of thread %u (blocked in %s%s: stack pointer and pc only)", t.tid,
+               t.syscall_nr < 0 ? "the kernel, not in a system call" : sys ? sys : "system call ",
+               t.syscall_nr < 0 || sys ? "" : nr);
+      uint64_t lo = reinterpret_cast<uint64_t>(t.words);
+      scan_root(c, 2, t.tid, lo, lo + t.nwords * 8, name, true);
+    } else {
+      snprintf(name, sizeof(name), "of thread %u not captured: %s", t.tid, t.why ? t.why : "unknown");
+      write_missing_registers(c, t.tid, name);
+    }
+  }
+  flush_frame(c, false);
+}
+
+// The stack pointer of thread `tid` when the handshake learnt it, else 0.
+uint64_t known_sp(const regs::Result &r, uint32_t tid) {
+  for (uint32_t i = 0; i < r.n; ++i)
+    if (r.threads[i].tid == tid) return r.threads[i].sp;
+  return 0;
+}
+
+// The thread whose known stack pointer lies in [lo, hi), else 0.
+uint32_t thread_with_sp_in(const regs::Result &r, uint64_t lo, uint64_t hi, uint64_t *sp) {
+  for (uint32_t i = 0; i < r.n; ++i)
+    if (r.threads[i].sp >= lo && r.threads[i].sp < hi) {
+      *sp = r.threads[i].sp;
+      return r.threads[i].tid;
+    }
+  return 0;
+}
+
+// Below a thread's stack pointer: the 128-byte red zone (live), then dead words and, for a thread
+// parked by the register signal, its signal frame (the registers, a root of their own kind).
+constexpr uint64_t kRedZone = 128;
+
+void scan_roots(Child &c, const regs::Result &rr) {
   ThreadStackRange stacks[1024];
   size_t nstacks = thread_stacks(stacks, 1024);
   const char *prev_module = nullptr;
@@ -730,12 +798,19 @@ void scan_roots(Child &c) {
     uint64_t start = m.start, end = m.end;
     if (c.self_sp > start && c.self_sp < end) start = c.self_sp;  // the forking thread: live part only
     if (strcmp(m.path, "[stack]") == 0) {
-      scan_root(c, 1, uint64_t(getpid()), start, end, "[stack] main thread");
+      uint64_t sp = known_sp(rr, uint32_t(c.main_tid));
+      if (sp > start + kRedZone && sp < end) start = sp - kRedZone;
+      scan_root(c, 1, c.main_tid, start, end, "[stack] main thread");
       continue;
     }
     uint32_t tid = 0;
     for (size_t s = 0; s < nstacks; ++s)
       if (stacks[s].lo < m.end && stacks[s].hi > m.start) tid = stacks[s].tid;
+    // Another thread's stack: from its stack pointer when the handshake learnt it (a thread the
+    // registry does not know is found by its stack pointer too).
+    uint64_t sp = tid ? known_sp(rr, tid) : 0;
+    if (!tid && !module && !m.path[0]) tid = thread_with_sp_in(rr, m.start, m.end, &sp);
+    if (sp > start + kRedZone && sp < end) start = sp - kRedZone;
     for_each_included(start, end, [&](uint64_t lo, uint64_t hi) {
       if (tid) scan_root(c, 1, tid, lo, hi, "thread stack");
       else if (module) scan_root(c, 0, 0, lo, hi, module);
@@ -810,6 +885,7 @@ void on_child_fault(int sig) {
   c.fd = fd;
   c.t0 = mono_ns();
   c.self_sp = sp;
+  c.main_tid = g_program_pid;
   c.writer_lo = wlo;
   c.writer_hi = whi;
   ZSTD_customMem mem = {zalloc, zfree, nullptr};
@@ -852,7 +928,8 @@ void on_child_fault(int sig) {
   ph.mark("index");
   scan_blocks(c);
   ph.mark("edges");
-  scan_roots(c);
+  scan_roots(c, g_regs);
+  scan_registers(c, g_regs);
   ph.mark("roots");
   uint64_t scan_ns = mono_ns() - c.t0;
 
@@ -908,6 +985,20 @@ void append_failure(uint32_t index, const char *why) {
   outbox_unlock();
 }
 
+// HEAPSNAP_DEBUG: this thread's time spent runnable but waiting for a CPU (schedstat's
+// run_delay, ns), to tell a pause stretched by preemption from one stretched by work or a lock.
+uint64_t run_delay_ns() {
+  int fd = open("/proc/thread-self/schedstat", O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return 0;
+  char buf[128];
+  ssize_t n = read(fd, buf, sizeof(buf) - 1);
+  close(fd);
+  if (n <= 0) return 0;
+  buf[n] = 0;
+  const char *p = strchr(buf, ' ');
+  return p ? strtoull(p + 1, nullptr, 10) : 0;
+}
+
 __attribute__((noinline)) uint64_t current_sp() {
   return reinterpret_cast<uint64_t>(__builtin_frame_address(0));
 }
@@ -922,23 +1013,39 @@ bool start(int trigger, const char *label) {
   if (fd < 0) return false;
   TotalsView t = read_totals();
   uint64_t when = now_rel_ns();
+  g_program_pid = uint64_t(getpid());
+  // The other threads' registers: the running ones are parked in the register signal's handler
+  // from here until release() (thread_regs.h). Nothing below takes a lock one of them may hold.
+  g_regs = regs::handshake();
   // Registers of this thread onto its stack, where the child's scan of it will find them.
   __builtin_unwind_init();
   uint64_t sp = current_sp();
   uint64_t cpu0 = config.debug ? Phases::cpu_ns() : 0;
+  uint64_t delay0 = config.debug ? run_delay_ns() : 0;
   uint64_t t0 = mono_ns();
   // A raw fork: no atfork handlers (the program's would run in a context they do not expect),
   // and no SIGCHLD (exit signal 0), so the program's wait() never sees this child.
   long pid = syscall(SYS_clone, 0, nullptr, nullptr, nullptr, nullptr);
   if (pid == 0) run_child(index, fd, sp, g_writer_lo, g_writer_hi, t.live_blocks);
-  uint64_t pause = mono_ns() - t0;
+  uint64_t t1 = mono_ns();
+  regs::release();
+  // The recorded pause: from the first thread parked (or the clone when none was) to the end of
+  // the clone.
+  uint64_t pause = t1 - (g_regs.first_signal_ns ? g_regs.first_signal_ns : t0);
   if (config.debug) {
-    // The recorded pause is the clone alone (the kernel copying the page tables); its CPU time
-    // leaves out any wait for a CPU on a busy machine.
+    // The clone is the kernel copying the page tables; its CPU time leaves out any wait for a CPU
+    // on a busy machine.
     uint64_t cpu = Phases::cpu_ns() - cpu0;
-    char msg[200];
-    int n = snprintf(msg, sizeof(msg), "heapsnap: snapshot %u: clone %lu us (the pause; %lu us of CPU); file and totals before it %lu us\n",
-                     index, (unsigned long)(pause / 1000), (unsigned long)(cpu / 1000), (unsigned long)((t0 - prep0) / 1000));
+    uint64_t delay = run_delay_ns() - delay0;
+    char msg[640];
+    int n = snprintf(msg, sizeof(msg),
+                     "heapsnap: snapshot %u: pause %lu us = handshake %lu us (%u threads: %u signaled, %u registers, "
+                     "%u blocked sp/pc, %u missing) + clone %lu us (%lu us of CPU, %lu us waiting for a CPU); file and totals "
+                     "before it %lu us\n",
+                     index, (unsigned long)(pause / 1000), (unsigned long)((t0 - (g_regs.first_signal_ns ? g_regs.first_signal_ns : t0)) / 1000),
+                     g_regs.n, g_regs.signaled, g_regs.captured, g_regs.blocked, g_regs.missing,
+                     (unsigned long)((t1 - t0) / 1000), (unsigned long)(cpu / 1000), (unsigned long)(delay / 1000),
+                     (unsigned long)(((g_regs.first_signal_ns ? g_regs.first_signal_ns : t0) - prep0) / 1000));
     if (n > 0) (void)!write(2, msg, size_t(n) < sizeof(msg) ? size_t(n) : sizeof(msg) - 1);
   }
   if (pid < 0) {
@@ -983,6 +1090,7 @@ bool finish(bool block) {
 
 void init() {
   if (!config.snapshots) return;
+  regs::init();
   info::init(usable::g_glibc_layout);
   info::enabled = true;
   if (config.snapshot_signal) {
@@ -1019,12 +1127,14 @@ bool take_client_request(char (&label)[sizeof(g_client_label)]) {
 }  // namespace
 
 void set_writer_stack(uint64_t lo, uint64_t hi) {
+  regs::set_writer_tid(uint32_t(syscall(SYS_gettid)));  // called on the writer thread
   g_writer_lo = lo;
   g_writer_hi = hi;
 }
 
 void writer_tick(uint64_t heap_bytes, uint64_t rss_bytes) {
   if (!config.snapshots) return;
+  info::advise_hugepages();
   finish(false);
   if (g_child) return;
   uint64_t now = now_rel_ns();
@@ -1048,6 +1158,7 @@ void writer_tick(uint64_t heap_bytes, uint64_t rss_bytes) {
 void drain() { finish(true); }
 
 void after_fork_child() {
+  regs::set_writer_tid(0);  // the parent's writer; a writer of this process says so when it starts
   g_child = 0;
   g_child_fd = -1;
   g_taken = 0;

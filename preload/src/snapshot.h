@@ -1,5 +1,6 @@
 // Heap snapshots: the full live set, its roots and its pointer edges, taken by a child made with
-// a raw fork (clone without atfork handlers). The program pauses only for the fork; the child
+// a raw fork (clone without atfork handlers). The program pauses only for the register handshake
+// with its other threads (thread_regs.h: their registers are roots) and the fork; the child
 // walks its frozen copy of the address space using system calls and memory it maps itself,
 // writes its records to a temporary file, and exits. The writer thread appends that file's
 // frames to the capture when the child is done.

@@ -35,9 +35,32 @@ struct Options {
   uint32_t snap_max = 0;
   bool snap_contents = false;
   bool snap_request = false;
+  std::string snap_registers;   // "" = the shim's default (a free real-time signal)
 };
 
 bool parse_size(const std::string &s, uint64_t *out);
+
+// --snapshot-registers: off, or a real-time signal (the shim's parse_signal in thread_regs.cc
+// takes the same forms; it also refuses one the program handles, and says so in the snapshot).
+bool valid_register_signal(std::string v) {
+  if (v == "off" || v == "none" || v == "0") return true;
+  if (v.rfind("SIG", 0) == 0) v = v.substr(3);
+  long n = 0;
+  auto number = [&](const std::string &t, long *out) {
+    if (t.empty() || t.size() > 3 || t.find_first_not_of("0123456789") != std::string::npos) return false;
+    *out = std::stol(t);
+    return true;
+  };
+  if (v.rfind("RTMAX", 0) == 0) {
+    if (v.size() == 5) return true;
+    return v[5] == '-' && number(v.substr(6), &n) && SIGRTMAX - n >= SIGRTMIN;
+  }
+  if (v.rfind("RTMIN", 0) == 0) {
+    if (v.size() == 5) return true;
+    return v[5] == '+' && number(v.substr(6), &n) && SIGRTMIN + n <= SIGRTMAX;
+  }
+  return number(v, &n) && n >= SIGRTMIN && n <= SIGRTMAX;
+}
 
 // Builds HEAPSNAP_SNAPSHOT from the options; "" when no snapshot was asked for.
 std::string snapshot_spec(const Options &o, std::string *error) {
@@ -116,6 +139,11 @@ int run(const Options &o) {
     print_error("record --fork '%s': expected follow or stop", o.fork_mode.c_str());
     return kExitUsage;
   }
+  if (!o.snap_registers.empty() && !valid_register_signal(o.snap_registers)) {
+    print_error("record --snapshot-registers '%s': expected off, RTMAX-N, RTMIN+N or a real-time signal number",
+                o.snap_registers.c_str());
+    return kExitUsage;
+  }
   std::string snap_error;
   std::string snap = snapshot_spec(o, &snap_error);
   if (!snap_error.empty()) {
@@ -169,6 +197,7 @@ int run(const Options &o) {
     setenv("HEAPSNAP_FORK", o.fork_mode.c_str(), 1);
     if (!snap.empty()) setenv("HEAPSNAP_SNAPSHOT", snap.c_str(), 1);
     else unsetenv("HEAPSNAP_SNAPSHOT");
+    if (!o.snap_registers.empty()) setenv("HEAPSNAP_SNAPSHOT_REGS_SIGNAL", o.snap_registers.c_str(), 1);
     if (o.no_follow) setenv("HEAPSNAP_NO_FOLLOW", "1", 1);
     else unsetenv("HEAPSNAP_NO_FOLLOW");
     std::vector<char *> argv;
@@ -223,7 +252,7 @@ int split_record_command(int argc, char **argv) {
   if (i >= argc || std::string(argv[i]) != "record") return argc;
   static const char *with_value[] = {"-o", "--output", "--sample-bytes", "--stack-depth", "--fork",
                                      "--snapshot-every", "--snapshot-heap-above", "--snapshot-rss-above",
-                                     "--max-snapshots", "--color"};
+                                     "--max-snapshots", "--snapshot-registers", "--color"};
   for (++i; i < argc; ++i) {
     std::string a = argv[i];
     if (a == "--") {
@@ -266,6 +295,10 @@ void add_record_command(CLI::App &app, int *rc) {
   cmd->add_flag("--snapshot-on-request", opts->snap_request,
                 "heap snapshots when the program calls heapsnap_snapshot() (preload/include/heapsnap.h)");
   cmd->add_flag("--snapshot-contents", opts->snap_contents, "keep every block's bytes in snapshots");
+  cmd->add_option("--snapshot-registers", opts->snap_registers,
+                  "the signal that makes the program's other threads hand over their registers (roots) for a "
+                  "snapshot: RTMAX-N, RTMIN+N, a number, or off (default: the highest real-time signal from RTMAX-3 "
+                  "down that the program does not handle; threads asleep in a system call are never signalled)");
   cmd->add_flag("-q,--quiet", opts->quiet, "say nothing on stderr");
   // The program and its arguments are split off by split_record_command() before CLI11 parses,
   // so that the program's own options and "--" reach it untouched.

@@ -252,7 +252,8 @@ def case_exit_codes(a):
         ["dominators", "--min-bytes", "lots", cap], ["path", cap, "zzz"], ["diff", cap + ":x", cap],
         ["export", "--format", "nope", cap], ["flamegraph", "--metric", "nope", cap],
         ["report", "--max-flame-nodes", "1", cap], ["record"], ["record", "--fork", "sideways", "--", "true"],
-        ["record", "--sample-bytes", "lots", "--", "true"],
+        ["record", "--sample-bytes", "lots", "--", "true"], ["record", "--snapshot-registers", "USR1", "--", "true"],
+        ["record", "--snapshot-registers", "RTMAX-99", "--", "true"],
     ]
     readers = [["summary"], ["top-allocators"], ["leaks"], ["peak"], ["timeline"], ["flamegraph"],
                ["export", "--format", "pprof", "-o", os.path.join(a.workdir, "x.pb.gz")],

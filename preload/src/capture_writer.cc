@@ -18,6 +18,7 @@
 #include "config.h"
 #include "high_fd.h"
 #include "module_map.h"
+#include "proc_maps.h"
 #include "private_heap.h"
 #include "snapshot.h"
 #include "thread_state.h"
@@ -181,24 +182,14 @@ bool flush_locked(bool with_totals, bool tick = false) {
 // counted in Threads:, until the process ends. No stdio: nothing here allocates.
 bool only_writer_left() {
   char buf[4096];
-  int fd = open("/proc/self/status", O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return false;
-  ssize_t n = read(fd, buf, sizeof(buf) - 1);
-  close(fd);
-  if (n <= 0) return false;
-  buf[n] = '\0';
+  if (read_small_file("/proc/self/status", buf, sizeof(buf)) <= 0) return false;
   const char *t = strstr(buf, "\nThreads:");
   if (!t) return false;
   long threads = strtol(t + 9, nullptr, 10);
   if (threads != 2) return threads == 1;
   char path[64];
   snprintf(path, sizeof(path), "/proc/self/task/%d/stat", g_pid);
-  fd = open(path, O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return false;
-  n = read(fd, buf, sizeof(buf) - 1);
-  close(fd);
-  if (n <= 0) return false;
-  buf[n] = '\0';
+  if (read_small_file(path, buf, sizeof(buf)) <= 0) return false;
   const char *paren = strrchr(buf, ')');
   return paren && paren[1] == ' ' && paren[2] == 'Z';
 }

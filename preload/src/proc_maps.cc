@@ -28,6 +28,18 @@ uint64_t dec(const char *&p) {
 
 }  // namespace
 
+long read_small_file(const char *path, char *buf, size_t cap) {
+  int fd = open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return -1;
+  ssize_t n;
+  do n = read(fd, buf, cap - 1);
+  while (n < 0 && errno == EINTR);
+  close(fd);
+  if (n < 0) return -1;
+  buf[n] = '\0';
+  return n;
+}
+
 long read_proc_maps(Mapping *out, size_t cap, char *scratch, size_t scratch_size) {
   int fd = open("/proc/self/maps", O_RDONLY | O_CLOEXEC);
   if (fd < 0) return -1;

@@ -988,13 +988,8 @@ void append_failure(uint32_t index, const char *why) {
 // HEAPSNAP_DEBUG: this thread's time spent runnable but waiting for a CPU (schedstat's
 // run_delay, ns), to tell a pause stretched by preemption from one stretched by work or a lock.
 uint64_t run_delay_ns() {
-  int fd = open("/proc/thread-self/schedstat", O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return 0;
   char buf[128];
-  ssize_t n = read(fd, buf, sizeof(buf) - 1);
-  close(fd);
-  if (n <= 0) return 0;
-  buf[n] = 0;
+  if (read_small_file("/proc/thread-self/schedstat", buf, sizeof(buf)) <= 0) return 0;
   const char *p = strchr(buf, ' ');
   return p ? strtoull(p + 1, nullptr, 10) : 0;
 }

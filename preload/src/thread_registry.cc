@@ -7,6 +7,7 @@
 #include <new>
 
 #include "private_heap.h"
+#include "proc_maps.h"
 #include "thread_state.h"
 #include "tracer.h"
 
@@ -37,13 +38,8 @@ void fold_counters(ThreadLocal &t) {
 
 uint64_t read_rss() {
   // statm's second field: resident pages. A raw read: no stdio (it would allocate).
-  int fd = open("/proc/self/statm", O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return 0;
   char buf[128];
-  ssize_t n = read(fd, buf, sizeof(buf) - 1);
-  close(fd);
-  if (n <= 0) return 0;
-  buf[n] = 0;
+  if (read_small_file("/proc/self/statm", buf, sizeof(buf)) <= 0) return 0;
   const char *p = buf;
   while (*p && *p != ' ') ++p;
   uint64_t pages = 0;

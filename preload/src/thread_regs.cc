@@ -15,6 +15,7 @@
 #include <cstring>
 
 #include "private_heap.h"
+#include "proc_maps.h"
 #include "tracer.h"
 
 namespace hs::regs {
@@ -210,19 +211,6 @@ bool still_ours() {
   return (cur.sa_flags & SA_SIGINFO) && cur.sa_sigaction == on_regs_signal;
 }
 
-// Reads a small /proc file (no stdio: it would allocate).
-ssize_t read_file(const char *path, char *buf, size_t cap) {
-  int fd = open(path, O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return -1;
-  ssize_t n;
-  do n = read(fd, buf, cap - 1);
-  while (n < 0 && errno == EINTR);
-  close(fd);
-  if (n < 0) return -1;
-  buf[n] = '\0';
-  return n;
-}
-
 uint64_t parse_hex(const char *p) {
   uint64_t v = 0;
   if (p[0] == '0' && p[1] == 'x') p += 2;
@@ -238,7 +226,7 @@ uint64_t parse_hex(const char *p) {
 bool read_syscall(uint32_t tid, long *nr, uint64_t *args, uint64_t *sp, uint64_t *pc) {
   char path[64], buf[256];
   snprintf(path, sizeof(path), "/proc/self/task/%u/syscall", tid);
-  if (read_file(path, buf, sizeof(buf)) <= 0 || buf[0] == 'r') return false;
+  if (read_small_file(path, buf, sizeof(buf)) <= 0 || buf[0] == 'r') return false;
   char *p = buf;
   *nr = strtol(p, &p, 10);
   uint64_t f[8];
@@ -374,7 +362,7 @@ Result handshake() {
     if (tid == self || tid == g_writer_tid) continue;
     char path[64], buf[2048];
     snprintf(path, sizeof(path), "/proc/self/task/%u/status", tid);
-    if (read_file(path, buf, sizeof(buf)) <= 0) continue;  // gone
+    if (read_small_file(path, buf, sizeof(buf)) <= 0) continue;  // gone
     const char *st = strstr(buf, "\nState:\t");
     const char *blk = strstr(buf, "\nSigBlk:\t");
     char state = st ? st[8] : '?';

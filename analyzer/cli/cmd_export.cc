@@ -45,8 +45,14 @@ struct Loaded {
 bool load(const ExportOpts &o, bool with_peak, Loaded *out) {
   std::string err;
   Progress prog("replaying " + o.file);
+  symbolize::SymbolizerOptions so;
+  if (!o.debug_dirs.empty()) so.debug_dirs = o.debug_dirs;
+  out->sym = std::make_unique<replay::StackSymbolizer>(so);  // follows the replay (prefetches)
+  replay::ReplayOptions ro;
+  ro.progress = prog.callback();
+  out->sym->follow(ro);
   if (with_peak) {
-    out->r = replay::replay_with_peak(o.file, &err, prog.callback());
+    out->r = replay::replay_with_peak(o.file, &err, ro);
     if (!err.empty()) {
       print_error("%s", err.c_str());
       return false;
@@ -57,8 +63,6 @@ bool load(const ExportOpts &o, bool with_peak, Loaded *out) {
       print_error("%s", err.c_str());
       return false;
     }
-    replay::ReplayOptions ro;
-    ro.progress = prog.callback();
     out->r = replay::replay(*reader, ro);
   }
   prog.done();
@@ -66,9 +70,6 @@ bool load(const ExportOpts &o, bool with_peak, Loaded *out) {
     print_error("%s", no_process_record_message(o.file, out->r.problems).c_str());
     return false;
   }
-  symbolize::SymbolizerOptions so;
-  if (!o.debug_dirs.empty()) so.debug_dirs = o.debug_dirs;
-  out->sym = std::make_unique<replay::StackSymbolizer>(out->r.modules, so);
   return true;
 }
 

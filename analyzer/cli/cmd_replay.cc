@@ -49,8 +49,16 @@ struct Loaded {
 bool load(const Common &c, bool with_peak, Loaded *out) {
   std::string err;
   Progress prog("replaying " + c.file);
+  symbolize::SymbolizerOptions so;
+  if (!c.debug_dirs.empty()) so.debug_dirs = c.debug_dirs;
+  // Made before the replay, which hands it modules and stacks as it reads them: debug files
+  // load on another thread meanwhile.
+  out->sym = std::make_unique<replay::StackSymbolizer>(so);
+  replay::ReplayOptions o;
+  o.progress = prog.callback();
+  out->sym->follow(o);
   if (with_peak) {
-    out->r = replay::replay_with_peak(c.file, &err, prog.callback());
+    out->r = replay::replay_with_peak(c.file, &err, o);
     if (!err.empty()) {
       print_error("%s", err.c_str());
       return false;
@@ -61,8 +69,6 @@ bool load(const Common &c, bool with_peak, Loaded *out) {
       print_error("%s", err.c_str());
       return false;
     }
-    replay::ReplayOptions o;
-    o.progress = prog.callback();
     out->r = replay::replay(*reader, o);
   }
   prog.done();
@@ -70,9 +76,6 @@ bool load(const Common &c, bool with_peak, Loaded *out) {
     print_error("%s", no_process_record_message(c.file, out->r.problems).c_str());
     return false;
   }
-  symbolize::SymbolizerOptions so;
-  if (!c.debug_dirs.empty()) so.debug_dirs = c.debug_dirs;
-  out->sym = std::make_unique<replay::StackSymbolizer>(out->r.modules, so);
   return true;
 }
 

@@ -10,6 +10,7 @@
 
 #include "capture/capture_reader.h"
 #include "capture/stack_tree.h"
+#include "util/huge_pages.h"
 
 namespace heapsnap::replay {
 
@@ -72,6 +73,11 @@ struct ReplayOptions {
   // Only the context (process, modules, stacks, totals): what snapshot queries need to label
   // their blocks, without replaying the events.
   bool context_only = false;
+  // Called as the replay reads a Module record, and after a Stack record added nodes
+  // first_node..tree.nodes(): lets a caller start work that needs them while the replay goes on
+  // (StackSymbolizer::follow prefetches debug information).
+  std::function<void(const ModuleRecord &)> on_module;
+  std::function<void(const capture::StackTree &, uint32_t first_node)> on_stack_nodes;
 };
 
 struct ReplayResult {
@@ -82,7 +88,8 @@ struct ReplayResult {
   bool truncated = false;
   std::vector<capture::Problem> problems;
   capture::StackTree stacks;
-  std::vector<StackFigures> by_stack;  // index: stack (leaf node) id
+  // Index: stack (leaf node) id. Huge pages: it grows to tens of MB on big captures.
+  std::vector<StackFigures, util::HugePageAllocator<StackFigures>> by_stack;
   std::vector<ModuleRecord> modules;
   std::vector<TimePoint> timeline;
   std::vector<MarkerPoint> markers;
@@ -116,5 +123,7 @@ ReplayResult replay(capture::CaptureReader &reader, const ReplayOptions &opts = 
 // One pass over the file at path, with the per-stack figures at the highest peak.
 ReplayResult replay_with_peak(const std::string &path, std::string *error,
                               std::function<void(uint64_t, uint64_t)> progress = {});
+// The same, with options (opts.progress as given).
+ReplayResult replay_with_peak(const std::string &path, std::string *error, const ReplayOptions &opts);
 
 }  // namespace heapsnap::replay

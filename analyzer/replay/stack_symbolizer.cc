@@ -26,17 +26,58 @@ std::string DisplayFrame::label(bool with_location) const {
 StackSymbolizer::StackSymbolizer(const std::vector<ModuleRecord> &modules,
                                  symbolize::SymbolizerOptions opts)
     : sym_(std::move(opts)) {
-  for (const auto &m : modules) {
-    symbolize::ModuleInfo info;
-    info.path = m.path;
-    info.load_bias = m.load_bias;
-    info.build_id = m.build_id;
-    uint32_t h = sym_.add_module(info);
-    for (const auto &r : m.exec) ranges_.push_back({r.start, r.end, h, basename_of(m.path)});
+  for (const auto &m : modules) add_module(m);
+}
+
+StackSymbolizer::StackSymbolizer(symbolize::SymbolizerOptions opts) : sym_(std::move(opts)) {}
+
+void StackSymbolizer::add_module(const ModuleRecord &m) {
+  symbolize::ModuleInfo info;
+  info.path = m.path;
+  info.load_bias = m.load_bias;
+  info.build_id = m.build_id;
+  uint32_t h = sym_.add_module(info);
+  for (const auto &r : m.exec) ranges_.push_back({r.start, r.end, h, basename_of(m.path)});
+  sorted_ = false;
+  last_watched_ = nullptr;
+}
+
+void StackSymbolizer::follow(ReplayOptions &o) {
+  o.on_module = [this](const ModuleRecord &m) { add_module(m); };
+  o.on_stack_nodes = [this](const capture::StackTree &t, uint32_t first) { watch(t, first); };
+}
+
+void StackSymbolizer::watch(const capture::StackTree &tree, uint32_t first_node) {
+  for (size_t n = first_node; n <= tree.nodes(); ++n) {
+    uint64_t a = tree.address(uint32_t(n));
+    if (last_watched_ && a >= last_watched_->start && a < last_watched_->end) continue;
+    const Range *r = range_of(a);
+    if (!r) continue;
+    last_watched_ = r;
+    if (r->handle >= prefetched_.size()) prefetched_.resize(r->handle + 1, false);
+    if (!prefetched_[r->handle]) {
+      prefetched_[r->handle] = true;
+      sym_.prefetch(r->handle);
+    }
   }
-  // Later modules win where ranges overlap (a library loaded where an unloaded one had been).
-  std::stable_sort(ranges_.begin(), ranges_.end(),
-                   [](const Range &a, const Range &b) { return a.start < b.start; });
+}
+
+// The last range starting at or before the address that contains it.
+const StackSymbolizer::Range *StackSymbolizer::range_of(uint64_t address) {
+  if (!sorted_) {
+    // Later modules win where ranges overlap (a library loaded where an unloaded one had been).
+    std::stable_sort(ranges_.begin(), ranges_.end(),
+                     [](const Range &a, const Range &b) { return a.start < b.start; });
+    sorted_ = true;
+  }
+  auto ub = std::upper_bound(ranges_.begin(), ranges_.end(), address,
+                             [](uint64_t a, const Range &r) { return a < r.start; });
+  for (auto r = ub; r != ranges_.begin();) {
+    --r;
+    if (address < r->end) return &*r;
+    if (r->end + (1ull << 32) < address) break;
+  }
+  return nullptr;
 }
 
 const std::vector<DisplayFrame> &StackSymbolizer::frames_of(uint64_t address) {
@@ -47,18 +88,7 @@ const std::vector<DisplayFrame> &StackSymbolizer::frames_of(uint64_t address) {
     out.push_back(DisplayFrame{});
     return cache_[address] = out;
   }
-  // The last range starting at or before the address that contains it.
-  const Range *hit = nullptr;
-  auto ub = std::upper_bound(ranges_.begin(), ranges_.end(), address,
-                             [](uint64_t a, const Range &r) { return a < r.start; });
-  for (auto r = ub; r != ranges_.begin();) {
-    --r;
-    if (address < r->end) {
-      hit = &*r;
-      break;
-    }
-    if (r->end + (1ull << 32) < address) break;
-  }
+  const Range *hit = range_of(address);
   if (!hit) {
     DisplayFrame f;
     f.module = "?";

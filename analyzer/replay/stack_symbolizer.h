@@ -28,6 +28,15 @@ struct DisplayFrame {
 class StackSymbolizer {
  public:
   StackSymbolizer(const std::vector<ModuleRecord> &modules, symbolize::SymbolizerOptions opts = {});
+  // Modules come later, from add_module: as a replay reads them (see follow()).
+  explicit StackSymbolizer(symbolize::SymbolizerOptions opts);
+
+  void add_module(const ModuleRecord &m);
+
+  // Hooks a replay to this symbolizer: modules are added as the replay reads them, and a module
+  // is prefetched (opened, its DWARF loaded, on another thread: Symbolizer::prefetch) when the
+  // first stack with a frame in it comes. The replay's own work then hides that load.
+  void follow(ReplayOptions &o);
 
   // Display frames of one return address, innermost first. Address 0 is the truncation marker.
   const std::vector<DisplayFrame> &frames_of(uint64_t address);
@@ -41,8 +50,14 @@ class StackSymbolizer {
     uint32_t handle;
     std::string name;
   };
+  const Range *range_of(uint64_t address);
+  void watch(const capture::StackTree &tree, uint32_t first_node);
+
   symbolize::Symbolizer sym_;
-  std::vector<Range> ranges_;  // sorted by start
+  std::vector<Range> ranges_;  // sorted by start (when sorted_)
+  bool sorted_ = true;
+  std::vector<bool> prefetched_;  // per symbolizer handle
+  const Range *last_watched_ = nullptr;  // watch(): the range of the previous new frame
   std::unordered_map<uint64_t, std::vector<DisplayFrame>> cache_;
 };
 

@@ -440,7 +440,13 @@ bool build_report_data(const ReportOptions &o, json *out, std::string *error) {
     return [&o, phase](uint64_t d, uint64_t t) { o.progress(phase, d, t); };
   };
   std::string err;
-  ReplayResult r = replay::replay_with_peak(o.file, &err, progress("replaying " + o.file));
+  symbolize::SymbolizerOptions so;
+  if (!o.debug_dirs.empty()) so.debug_dirs = o.debug_dirs;
+  StackSymbolizer sym(so);  // follows the replay: debug files load meanwhile
+  replay::ReplayOptions ro;
+  ro.progress = progress("replaying " + o.file);
+  sym.follow(ro);
+  ReplayResult r = replay::replay_with_peak(o.file, &err, ro);
   if (!err.empty()) {
     *error = err;
     return false;
@@ -449,9 +455,6 @@ bool build_report_data(const ReportOptions &o, json *out, std::string *error) {
     *error = o.file + ": no process record: not a usable capture";
     return false;
   }
-  symbolize::SymbolizerOptions so;
-  if (!o.debug_dirs.empty()) so.debug_dirs = o.debug_dirs;
-  StackSymbolizer sym(r.modules, so);
 
   json notes = json::array();
   auto note = [&](const std::string &s) {

@@ -64,6 +64,13 @@ void ModuleFile::load_dwarf() {
   if (dw != nullptr) dwarf_ = std::make_unique<DwarfIndex>(dw, demangle_);
 }
 
+void ModuleFile::preload(const std::string& expected_build_id) {
+  if (!open()) return;
+  if (!expected_build_id.empty() && expected_build_id != build_id_) return;  // not to be used
+  if (!dwarf_loaded_) load_dwarf();
+  if (dwarf_ == nullptr && !symbols_.loaded()) symbols_.load(mod_);
+}
+
 Symbolized::Status ModuleFile::lookup(uint64_t addr, std::vector<SourceFrame>& frames) {
   frames.clear();
   if (state_ != State::ok) {

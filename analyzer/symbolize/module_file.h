@@ -34,6 +34,11 @@ class ModuleFile {
   // Returns ok, no_debug_info or no_symbols. Requires open() to have succeeded.
   Symbolized::Status lookup(uint64_t addr, std::vector<SourceFrame>& frames);
 
+  // Does ahead what the first lookup would: opens the file and, when its build-id is the
+  // expected one (or none is expected), loads its DWARF index and, lacking DWARF, its symbols.
+  // The work of Symbolizer::prefetch's thread.
+  void preload(const std::string& expected_build_id);
+
  private:
   void load_dwarf();
 

@@ -1,11 +1,15 @@
 #include "symbolize/symbolizer.h"
 
 #include <cinttypes>
+#include <condition_variable>
 #include <cstdio>
 #include <deque>
 #include <map>
+#include <mutex>
+#include <thread>
 #include <tuple>
 #include <unordered_map>
+#include <unordered_set>
 
 #include "symbolize/address_cache.h"
 #include "symbolize/build_id.h"
@@ -56,6 +60,48 @@ struct Symbolizer::Impl {
 
   explicit Impl(SymbolizerOptions o)
       : opts(std::move(o)), locator(opts.debug_dirs, opts.use_debuginfod) {}
+  ~Impl() { settle(); }
+
+  // Prefetching. Until settle(), the worker alone touches `files` and `locator`; the caller's
+  // thread only queues (path, expected build-id) pairs. settle() joins the worker: after it,
+  // one thread does everything again.
+  struct Prefetch {
+    std::string path, build_id;
+  };
+  void queue_prefetch(const ModuleInfo& info) {
+    if (settled || !queued.insert(info.path).second) return;
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      pending.push_back({info.path, info.build_id});
+    }
+    cv.notify_one();
+    if (!worker.joinable()) worker = std::thread([this] { prefetch_loop(); });
+  }
+  void prefetch_loop() {
+    std::unique_lock<std::mutex> lock(mu);
+    for (;;) {
+      cv.wait(lock, [this] { return !pending.empty() || stopping; });
+      if (pending.empty()) return;
+      Prefetch job = std::move(pending.front());
+      pending.pop_front();
+      lock.unlock();
+      auto& slot = files[job.path];
+      if (!slot) slot = std::make_unique<ModuleFile>(job.path, &locator, opts.demangle);
+      slot->preload(job.build_id);
+      lock.lock();
+    }
+  }
+  void settle() {
+    if (settled) return;
+    settled = true;
+    if (!worker.joinable()) return;
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      stopping = true;
+    }
+    cv.notify_one();
+    worker.join();
+  }
 
   Module& resolve(Module& m) {
     if (m.state != Module::State::unresolved) return m;
@@ -88,6 +134,14 @@ struct Symbolizer::Impl {
   AddressCache cache;
   std::vector<std::string> warnings;
   Symbolized invalid;  // answer for an unknown module handle
+
+  bool settled = false;                  // caller's thread only
+  std::unordered_set<std::string> queued;  // caller's thread only
+  std::mutex mu;
+  std::condition_variable cv;
+  std::deque<Prefetch> pending;  // under mu
+  bool stopping = false;         // under mu: finish the queue, then end
+  std::thread worker;
 };
 
 Symbolizer::Symbolizer(SymbolizerOptions opts) : impl_(std::make_unique<Impl>(std::move(opts))) {
@@ -111,9 +165,14 @@ uint32_t Symbolizer::add_module(const ModuleInfo& info) {
   return id;
 }
 
+void Symbolizer::prefetch(uint32_t module) {
+  if (module < impl_->modules.size()) impl_->queue_prefetch(impl_->modules[module].info);
+}
+
 const Symbolized& Symbolizer::symbolize(uint32_t module, uint64_t runtime_pc,
                                         bool is_return_address) {
   Impl& d = *impl_;
+  d.settle();
   // Handles are < 2^31, so the kind fits in the low bit of the tag.
   if (module >= d.modules.size() || module >= (1u << 31)) {
     d.invalid.module_offset = runtime_pc;
@@ -173,6 +232,9 @@ std::string Symbolizer::describe(const Symbolized& s) const {
   return out;
 }
 
-std::vector<std::string> Symbolizer::warnings() const { return impl_->warnings; }
+std::vector<std::string> Symbolizer::warnings() const {
+  impl_->settle();
+  return impl_->warnings;
+}
 
 }  // namespace heapsnap::symbolize

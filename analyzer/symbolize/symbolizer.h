@@ -6,7 +6,8 @@
 // A file whose build-id differs from the recorded one is not trusted. Nothing throws on bad
 // input: everything degrades to "module+0xoffset".
 //
-// Not thread-safe: use one Symbolizer per thread (or lock around it).
+// Not thread-safe: use one Symbolizer per thread (or lock around it). prefetch() runs work on a
+// thread of its own, which the Symbolizer joins before anything else reads what it made.
 #pragma once
 
 #include <cstdint>
@@ -75,6 +76,13 @@ class Symbolizer {
   // instruction) unless is_return_address is false. Results are cached per (module, pc, kind);
   // the reference stays valid for the Symbolizer's lifetime.
   const Symbolized& symbolize(uint32_t module, uint64_t runtime_pc, bool is_return_address = true);
+
+  // Opens `module` and loads its DWARF on a background thread, so that the first symbolize() of
+  // it does not wait for that (reading and decompressing a debug file: 40 ms for libc's). For a
+  // caller that knows early which modules it will ask about (the replay, from the stacks it
+  // reads) and has other work to do meanwhile. The first symbolize(), warnings() or the
+  // destructor waits for the queued work to finish; prefetch() after that does nothing.
+  void prefetch(uint32_t module);
 
   // "func (file.cc:12)", "inner (a.h:3) inlined into outer (b.cc:10)",
   // "func (libfoo.so+0x1234)" for symbols only, or "libfoo.so+0x1234".

@@ -8,6 +8,8 @@
 #include <utility>
 #include <vector>
 
+#include "util/huge_pages.h"
+
 namespace heapsnap::util {
 
 inline uint64_t mix64(uint64_t x) {
@@ -80,7 +82,7 @@ class FlatMap64 {
     return i;
   }
   void rehash(size_t cap) {
-    std::vector<Slot> old = std::move(slots_);
+    Slots old = std::move(slots_);
     slots_.assign(cap, Slot{});
     mask_ = cap - 1;
     used_ = 0;
@@ -91,7 +93,9 @@ class FlatMap64 {
         ++used_;
       }
   }
-  std::vector<Slot> slots_;
+  // Big tables (the replay's overflow of long-lived blocks) get huge pages: see huge_pages.h.
+  using Slots = std::vector<Slot, HugePageAllocator<Slot>>;
+  Slots slots_;
   size_t mask_ = 0;
   size_t used_ = 0;
 };

@@ -377,6 +377,46 @@ TEST_CASE("build-id mismatch: not trusted, module+offset, one warning per module
   CHECK(s.symbolize(s.add_module(none), pc).status == Status::ok);
 }
 
+TEST_CASE("prefetch: the same answers, warnings and mismatches as without it") {
+  REQUIRE(target().found);
+  st_capture_t c{};
+  st_with_inline(&c);
+  auto pc = reinterpret_cast<uint64_t>(c.ret);
+  Symbolizer plain;
+  const Symbolized& want = plain.symbolize(plain.add_module(target().info), pc);
+
+  Symbolizer s;
+  uint32_t h = s.add_module(target().info);
+  ModuleInfo wrong = target().info;
+  wrong.build_id = std::string(20, '\x5a');
+  uint32_t hw = s.add_module(wrong);  // same file, another recorded build-id: must stay untrusted
+  ModuleInfo missing;
+  missing.path = "/nonexistent/libgone.so";
+  uint32_t hm = s.add_module(missing);
+  s.prefetch(h);
+  s.prefetch(hw);
+  s.prefetch(hm);
+  s.prefetch(h);    // again: nothing more queued
+  s.prefetch(999);  // no such module: ignored
+  const Symbolized& got = s.symbolize(h, pc);
+  CHECK(got.status == Status::ok);
+  CHECK(s.describe(got) == plain.describe(want));
+  CHECK(got.frames.size() == 3);
+  CHECK(s.symbolize(hw, pc).status == Status::build_id_mismatch);
+  CHECK(s.symbolize(hm, 0x1234).status == Status::module_missing);
+  CHECK(s.warnings().size() == 2);
+  s.prefetch(h);  // after the first answer: does nothing
+  check_plain(s, h);
+}
+
+TEST_CASE("prefetch: a Symbolizer destroyed while its thread still works") {
+  REQUIRE(target().found);
+  for (int i = 0; i < 20; ++i) {
+    Symbolizer s;
+    s.prefetch(s.add_module(target().info));
+  }
+}
+
 TEST_CASE("separate debug files: build-id directory, debuglink, CRC, symbols only") {
   REQUIRE(target().found);
   if (!have_objcopy()) {

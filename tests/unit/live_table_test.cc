@@ -7,6 +7,7 @@
 #include <unordered_map>
 
 #include "replay/live_table.h"
+#include "replay/replay.h"
 
 using heapsnap::replay::LiveEntry;
 using heapsnap::replay::LiveTable;
@@ -14,11 +15,15 @@ using heapsnap::replay::LiveTable;
 namespace {
 
 struct Checker {
+  explicit Checker(uint64_t mean = 1) : t(mean), mean(mean) {}
   LiveTable t;
+  uint64_t mean;
   std::unordered_map<uint64_t, LiveEntry> ref;
 
-  void insert(uint64_t id, uint32_t stack, uint64_t size) {
-    LiveEntry e{stack, 1.0f + float(size % 7), size};
+  // weight 0: the weight the size gives (what a fresh sampled block has).
+  void insert(uint64_t id, uint32_t stack, uint64_t size, float weight = 0) {
+    if (weight == 0) weight = float(heapsnap::replay::sample_weight(size, mean));
+    LiveEntry e{stack, weight, size};
     LiveEntry old = t.insert(id, e);
     auto it = ref.find(id);
     if (it == ref.end()) {
@@ -43,10 +48,11 @@ struct Checker {
   void verify() {
     REQUIRE(t.size() == ref.size());
     for (auto &[id, e] : ref) {
-      LiveEntry *f = t.find(id);
-      REQUIRE(f != nullptr);
-      CHECK(f->stack == e.stack);
-      CHECK(f->size == e.size);
+      LiveEntry f;
+      REQUIRE(t.get(id, &f));
+      CHECK(f.stack == e.stack);
+      CHECK(f.size == e.size);
+      CHECK(f.weight == e.weight);
     }
     size_t n = 0;
     t.for_each([&](uint64_t id, const LiveEntry &e) {
@@ -127,4 +133,41 @@ TEST_CASE("live table: repeated ids, frees of unknown ids, ids in evicted pages"
   c.verify();
   CHECK(c.t.size() == 0);
   CHECK(c.t.pages() == 0);
+}
+
+TEST_CASE("live table: entries a slot cannot hold (64 KiB and more, a weight the size does not give)") {
+  Checker c(4096);  // sampled: a slot's weight is sample_weight(size, 4096)
+  const uint64_t P = LiveTable::kPageIds;
+  for (uint64_t id = 1; id <= 2 * P; ++id) c.insert(id, uint32_t(id % 5), 16 + id % 3000);
+  CHECK(c.t.overflow_size() == 0);
+  c.insert(7, 1, uint64_t(5) << 30);  // a resize to 5 GiB: moves to the overflow table
+  c.insert(8, 1, 100, 3.5f);         // a resize that keeps an older weight
+  c.insert(2 * P + 1, 2, uint64_t(1) << 33);  // a new block of 8 GiB
+  c.insert(2 * P + 2, 2, 64, 9.0f);
+  c.insert(2 * P + 3, 2, 64);
+  c.insert(2 * P + 4, UINT32_MAX, 64);  // any stack id fits
+  c.insert(2 * P + 5, 3, 65534);        // the largest size a slot has
+  c.insert(2 * P + 6, 3, 65535);        // one more
+  CHECK(c.t.overflow_size() == 5);
+  c.verify();
+  c.insert(7, 1, 100);  // back to a size a slot holds: replaced where it is
+  c.insert(2 * P + 2, 2, 64, 9.0f);  // repeated (damaged file): replaced, not duplicated
+  c.verify();
+  c.erase(8);
+  c.erase(2 * P + 1);
+  c.insert(8, 3, 40);  // the id comes back (damaged file): found, not duplicated
+  c.verify();
+  for (auto ids = c.ref; auto &[id, e] : ids) c.erase(id);
+  c.verify();
+  CHECK(c.t.size() == 0);
+  CHECK(c.t.overflow_size() == 0);
+}
+
+TEST_CASE("live table: every-allocation weights take no room; memory per live block") {
+  Checker c;  // mean 1: weight 1
+  for (uint64_t id = 1; id <= 200000; ++id) c.insert(id, 1, id % 1000);
+  c.verify();
+  CHECK(c.t.overflow_size() == 0);
+  // 6-byte slots in 2 MiB chunks: 200,000 dense blocks in 196 pages of 6 KiB, one chunk.
+  CHECK(c.t.memory_bytes() < 8 * 200000 + (1u << 20));
 }

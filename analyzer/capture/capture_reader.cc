@@ -7,6 +7,7 @@
 #include <unistd.h>
 #include <zstd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <unordered_map>
@@ -145,6 +146,17 @@ bool CaptureReader::parse_frame(const uint8_t *data, size_t n, uint64_t frame_of
   return true;
 }
 
+// The file's pages before `upto` have been read: out of this process's resident set with them
+// (they stay in the page cache; a later look at them, as the repeated-frame check may take, reads
+// them back). A capture is read once, front to back: without this a 19 MB capture added 19 MB to
+// the analyzer's peak memory.
+void CaptureReader::release_read(uint64_t upto) {
+  uint64_t end = upto & ~uint64_t(4095);
+  if (end <= released_) return;
+  madvise(const_cast<uint8_t *>(map_) + released_, size_t(end - released_), MADV_DONTNEED);
+  released_ = end;
+}
+
 bool CaptureReader::for_each_record(const RecordFn &fn) {
   auto *dctx = static_cast<ZSTD_DCtx *>(dctx_);
   uint64_t off = body_offset_;
@@ -227,8 +239,15 @@ bool CaptureReader::for_each_record(const RecordFn &fn) {
       off += fsize;
       continue;
     }
-    if (frame_buf_.size() < content + kRawEventsPadding) frame_buf_.resize(size_t(content) + kRawEventsPadding);
-    size_t got = ZSTD_decompressDCtx(dctx, frame_buf_.data(), size_t(content), p, fsize);
+    if (frame_cap_ < content + kRawEventsPadding) {
+      size_t want = size_t(content) + kRawEventsPadding;
+      // Grown without copying or clearing, the old buffer freed first: a vector's resize held
+      // both (4 + 8 MB at once) and zeroed what the decompressor writes anyway.
+      frame_buf_.reset();
+      frame_cap_ = std::max(want, std::min(frame_cap_ * 3 / 2, size_t(kMaxFrameBytes) + kRawEventsPadding));
+      frame_buf_.reset(new uint8_t[frame_cap_]);
+    }
+    size_t got = ZSTD_decompressDCtx(dctx, frame_buf_.get(), size_t(content), p, fsize);
     if (ZSTD_isError(got) || got != content) {
       skipped_ += fsize;
       problem(off, "frame at " + hex_offset(off) + " does not decompress (" +
@@ -237,11 +256,12 @@ bool CaptureReader::for_each_record(const RecordFn &fn) {
       continue;
     }
     ++frames_;
-    memset(frame_buf_.data() + got, 0, kRawEventsPadding);
+    memset(frame_buf_.get() + got, 0, kRawEventsPadding);
     bool stop = false;
-    parse_frame(frame_buf_.data(), got, off, fn, &stop);
+    parse_frame(frame_buf_.get(), got, off, fn, &stop);
     if (stop) return true;
     off += fsize;
+    release_read(off);
   }
   if (progress_) progress_(size_, size_);
   return true;

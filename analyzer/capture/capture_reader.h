@@ -72,6 +72,7 @@ class CaptureReader {
   bool parse_frame(const uint8_t *data, size_t n, uint64_t frame_offset, const RecordFn &fn,
                    bool *stop);
   void problem(uint64_t offset, std::string what);
+  void release_read(uint64_t upto);
 
   std::string path_;
   const uint8_t *map_ = nullptr;
@@ -82,7 +83,9 @@ class CaptureReader {
   uint64_t skipped_ = 0;
   uint64_t frames_ = 0, records_ = 0;
   std::vector<Problem> problems_;
-  std::vector<uint8_t> frame_buf_;
+  std::unique_ptr<uint8_t[]> frame_buf_;  // one decompressed frame and its padding
+  size_t frame_cap_ = 0;
+  uint64_t released_ = 0;  // file bytes before this were read and dropped from memory
   void *dctx_ = nullptr;
   std::function<void(uint64_t, uint64_t)> progress_;
   std::function<bool(uint32_t)> filter_;

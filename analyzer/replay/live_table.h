@@ -113,7 +113,16 @@ class LiveTable {
   __attribute__((noinline)) LiveEntry insert_slow(uint64_t id, const LiveEntry &e) {
     used_ = true;
     Page *p = page_of(id);
-    if (!p && (pages_ < kSparePages || pages_ * kLivePerPage < live_)) p = new_page(id >> kPageBits);
+    if (!p) {
+      // A live id without a page is in the overflow table (a resize of an old block): it stays
+      // there. A page made for it would stay empty and hold the page budget for ever.
+      if (LiveEntry *o = overflow_.size() ? overflow_.find(id) : nullptr) {
+        LiveEntry old = *o;
+        *o = e;
+        return old;
+      }
+      if (pages_ < kSparePages || pages_ * kLivePerPage < live_) p = new_page(id >> kPageBits);
+    }
     bool fit = fits(e);
     if (p) {
       SlotRef s{p, uint32_t(id & (kPageIds - 1))};

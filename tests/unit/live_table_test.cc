@@ -171,3 +171,22 @@ TEST_CASE("live table: every-allocation weights take no room; memory per live bl
   // 6-byte slots in 2 MiB chunks: 200,000 dense blocks in 196 pages of 6 KiB, one chunk.
   CHECK(c.t.memory_bytes() < 8 * 200000 + (1u << 20));
 }
+
+TEST_CASE("live table: resizing blocks that moved to the overflow table takes no page") {
+  Checker c;
+  const uint64_t P = LiveTable::kPageIds;
+  // Survivors of fully issued, then emptied pages move to the overflow table...
+  for (uint64_t id = 1; id <= 200 * P; ++id) c.insert(id, 1, 32);
+  for (uint64_t id = 1; id <= 200 * P; ++id)
+    if (id % P != 5) c.erase(id);
+  CHECK(c.t.overflow_size() >= 199);
+  size_t pages = c.t.pages();
+  // ...and resizing them (realloc: insert over a live id) must not make pages for them: those
+  // would stay empty and use up the page budget, sending every new block to the hash table.
+  for (int round = 0; round < 3; ++round)
+    for (uint64_t k = 0; k < 200; ++k) c.insert(k * P + 5, 1, 48 + round);
+  CHECK(c.t.pages() == pages);
+  for (uint64_t id = 200 * P + 1; id <= 210 * P; ++id) c.insert(id, 2, 16);
+  CHECK(c.t.overflow_size() < 250);
+  c.verify();
+}

@@ -320,7 +320,7 @@ class Replayer {
       }
       case wire::REALLOC: {
         LiveEntry b;
-        bool live = live_.get(id, &b);
+        bool live = live_.resize(id, size, &b);  // b: the entry before
         StackFigures &site = fig(stack);
         ++site.reallocs;
         if (moved) ++site.realloc_moves;
@@ -336,7 +336,6 @@ class Replayer {
         LiveEntry nb = b;
         nb.size = size;
         live_remove<kExact>(b);
-        live_.insert(id, nb);  // replaces b
         live_add<kExact>(nb);
         after_event(time, true);
         return;

@@ -34,6 +34,17 @@ struct Checker {
     }
     ref[id] = e;
   }
+  void resize(uint64_t id, uint64_t size) {
+    LiveEntry old;
+    bool had = t.resize(id, size, &old);
+    auto it = ref.find(id);
+    REQUIRE(had == (it != ref.end()));
+    if (!had) return;
+    CHECK(old.size == it->second.size);
+    CHECK(old.weight == it->second.weight);
+    CHECK(old.stack == it->second.stack);
+    it->second.size = size;  // stack and weight kept
+  }
   void erase(uint64_t id) {
     LiveEntry out;
     bool had = t.erase(id, &out);
@@ -189,4 +200,24 @@ TEST_CASE("live table: resizing blocks that moved to the overflow table takes no
   for (uint64_t id = 200 * P + 1; id <= 210 * P; ++id) c.insert(id, 2, 16);
   CHECK(c.t.overflow_size() < 250);
   c.verify();
+}
+
+TEST_CASE("live table: resize keeps stack and weight, moving entries between slots and the overflow table") {
+  Checker c(4096);
+  const uint64_t P = LiveTable::kPageIds;
+  for (uint64_t id = 1; id <= 2 * P; ++id) c.insert(id, uint32_t(id % 7), 100 + id % 50);
+  c.resize(3, 200);       // a sampled block keeps its first weight: no longer a slot's
+  c.resize(4, 1u << 20);  // too big for a slot
+  c.resize(3 * P, 10);    // not live: nothing changes
+  c.verify();
+  CHECK(c.t.overflow_size() == 2);
+  c.resize(4, 64);  // stays in the overflow table, resized there
+  c.verify();
+  Checker x;  // every allocation: weights stay 1, resizes stay in their slots
+  for (uint64_t id = 1; id <= P; ++id) x.insert(id, 1, 8);
+  for (uint64_t id = 1; id <= P; id += 3) x.resize(id, 4000 + id);
+  CHECK(x.t.overflow_size() == 0);
+  x.verify();
+  for (uint64_t id = 1; id <= P; ++id) x.erase(id);
+  x.verify();
 }

@@ -10,6 +10,9 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <condition_variable>
+#include <mutex>
+#include <thread>
 #include <unordered_map>
 
 namespace heapsnap::capture {
@@ -157,17 +160,21 @@ void CaptureReader::release_read(uint64_t upto) {
   released_ = end;
 }
 
-bool CaptureReader::for_each_record(const RecordFn &fn) {
+// Scans from `off` to the next frame that decompresses, into f: what it skipped on the way
+// (with the problems, in file order), the frame's bytes, where the scan goes on. f.last: the file
+// ends (nothing more to scan). Touches only f, dctx_ and the mapped file: the read-ahead thread
+// runs it.
+void CaptureReader::scan(uint64_t off, Frame &f, SeenFrames &seen) {
   auto *dctx = static_cast<ZSTD_DCtx *>(dctx_);
-  uint64_t off = body_offset_;
-  // Frames already read, by (checksum or last 4 bytes, size): a frame repeated byte for byte (a
-  // copy that went wrong) is skipped. Every frame the writer makes differs from every other one
-  // (each holds a Totals record with its time, or a snapshot's index and block numbers).
-  std::unordered_multimap<uint64_t, uint64_t> seen;
+  f.problems.clear();
+  f.skipped = 0;
+  f.truncated = false;
+  f.last = false;
+  f.has_data = false;
+  auto problem = [&f](uint64_t at, std::string what) { f.problems.push_back({at, std::move(what)}); };
   while (off < size_) {
     const uint8_t *p = map_ + off;
     size_t avail = size_t(size_ - off);
-    if (progress_) progress_(off, size_);
     size_t fsize = ZSTD_findFrameCompressedSize(p, avail);
     if (ZSTD_isError(fsize)) {
       // Either the file ends inside this frame, or the frame is damaged. A frame whose header
@@ -182,13 +189,13 @@ bool CaptureReader::for_each_record(const RecordFn &fn) {
             break;
           }
         if (!next) {
-          truncated_ = true;
-          skipped_ += avail;
+          f.truncated = true;
+          f.skipped += avail;
           problem(off, "file ends inside the frame at " + hex_offset(off) + " (" +
                            std::to_string(avail) + " bytes lost): the capture was cut off");
           break;
         }
-        skipped_ += uint64_t(next - p);
+        f.skipped += uint64_t(next - p);
         problem(off, "damaged frame at " + hex_offset(off) + ": skipped " +
                          std::to_string(next - p) + " bytes");
         off += uint64_t(next - p);
@@ -199,10 +206,10 @@ bool CaptureReader::for_each_record(const RecordFn &fn) {
       for (size_t i = 1; i + 4 <= avail; ++i)
         if (le32(p + i) == kZstdMagic) { next = p + i; break; }
       size_t skip = next ? size_t(next - p) : avail;
-      skipped_ += skip;
+      f.skipped += skip;
       problem(off, "unreadable bytes at " + hex_offset(off) + ": skipped " + std::to_string(skip));
       if (!next) {
-        truncated_ = true;
+        f.truncated = true;
         break;
       }
       off += skip;
@@ -218,7 +225,7 @@ bool CaptureReader::for_each_record(const RecordFn &fn) {
     for (auto [it, end] = seen.equal_range(key); it != end && !repeated; ++it)
       if (memcmp(map_ + it->second, p, fsize) == 0) {
         repeated = true;
-        skipped_ += fsize;
+        f.skipped += fsize;
         problem(off, "frame at " + hex_offset(off) + " repeats the frame at " + hex_offset(it->second) +
                          " byte for byte; skipped");
       }
@@ -230,7 +237,7 @@ bool CaptureReader::for_each_record(const RecordFn &fn) {
     unsigned long long content = ZSTD_getFrameContentSize(p, fsize);
     if (content == ZSTD_CONTENTSIZE_UNKNOWN || content == ZSTD_CONTENTSIZE_ERROR ||
         content > kMaxFrameBytes) {
-      skipped_ += fsize;
+      f.skipped += fsize;
       problem(off, "frame at " + hex_offset(off) + " declares " +
                        (content > kMaxFrameBytes && content != ZSTD_CONTENTSIZE_UNKNOWN &&
                                 content != ZSTD_CONTENTSIZE_ERROR
@@ -239,31 +246,122 @@ bool CaptureReader::for_each_record(const RecordFn &fn) {
       off += fsize;
       continue;
     }
-    if (frame_cap_ < content + kRawEventsPadding) {
+    if (f.cap < content + kRawEventsPadding) {
       size_t want = size_t(content) + kRawEventsPadding;
       // Grown without copying or clearing, the old buffer freed first: a vector's resize held
       // both (4 + 8 MB at once) and zeroed what the decompressor writes anyway.
-      frame_buf_.reset();
-      frame_cap_ = std::max(want, std::min(frame_cap_ * 3 / 2, size_t(kMaxFrameBytes) + kRawEventsPadding));
-      frame_buf_.reset(new uint8_t[frame_cap_]);
+      f.buf.reset();
+      f.cap = std::max(want, std::min(f.cap * 3 / 2, size_t(kMaxFrameBytes) + kRawEventsPadding));
+      f.buf.reset(new uint8_t[f.cap]);
     }
-    size_t got = ZSTD_decompressDCtx(dctx, frame_buf_.get(), size_t(content), p, fsize);
+    size_t got = ZSTD_decompressDCtx(dctx, f.buf.get(), size_t(content), p, fsize);
     if (ZSTD_isError(got) || got != content) {
-      skipped_ += fsize;
+      f.skipped += fsize;
       problem(off, "frame at " + hex_offset(off) + " does not decompress (" +
                        (ZSTD_isError(got) ? ZSTD_getErrorName(got) : "size mismatch") + "); skipped");
       off += fsize;
       continue;
     }
-    ++frames_;
-    memset(frame_buf_.get() + got, 0, kRawEventsPadding);
-    bool stop = false;
-    parse_frame(frame_buf_.get(), got, off, fn, &stop);
-    if (stop) return true;
-    off += fsize;
-    release_read(off);
+    memset(f.buf.get() + got, 0, kRawEventsPadding);
+    f.has_data = true;
+    f.off = off;
+    f.got = got;
+    f.next = off + fsize;
+    return;
+  }
+  f.last = true;
+}
+
+// Takes in what scan() found, in file order; false when fn asked to stop.
+bool CaptureReader::consume(Frame &f, const RecordFn &fn) {
+  for (auto &pr : f.problems) problems_.push_back(std::move(pr));
+  f.problems.clear();
+  skipped_ += f.skipped;
+  if (f.truncated) truncated_ = true;
+  if (!f.has_data) return true;
+  ++frames_;
+  bool stop = false;
+  parse_frame(f.buf.get(), f.got, f.off, fn, &stop);
+  if (stop) return false;
+  release_read(f.next);
+  return true;
+}
+
+bool CaptureReader::for_each_record(const RecordFn &fn) {
+  // Frames already read, by (checksum or last 4 bytes, size): a frame repeated byte for byte (a
+  // copy that went wrong) is skipped. Every frame the writer makes differs from every other one
+  // (each holds a Totals record with its time, or a snapshot's index and block numbers).
+  SeenFrames seen;
+  if (read_ahead_ == ReadAhead::always ||
+      (read_ahead_ == ReadAhead::automatic && size_ - body_offset_ >= kReadAheadMin))
+    return read_ahead(fn, seen);
+  uint64_t off = body_offset_;
+  for (;;) {
+    if (progress_) progress_(off, size_);
+    scan(off, frame_, seen);
+    if (!consume(frame_, fn)) return true;
+    if (frame_.last) break;
+    off = frame_.next;
   }
   if (progress_) progress_(size_, size_);
+  return true;
+}
+
+// for_each_record with a thread that scans and decompresses the next frame while this one parses
+// the last (decompression was 15% of a replay's time). Two frame buffers take turns.
+bool CaptureReader::read_ahead(const RecordFn &fn, SeenFrames &seen) {
+  Frame frames[2];
+  frames[0].buf = std::move(frame_.buf);
+  frames[0].cap = frame_.cap;
+  frame_.cap = 0;
+  std::mutex mu;
+  std::condition_variable cv;
+  // Handoff state, under mu: ready[i] = frames[i] holds a scan result the parser has not taken.
+  bool ready[2] = {false, false};
+  bool quit = false;
+  std::thread scanner([&] {
+    uint64_t off = body_offset_;
+    for (int i = 0;; i ^= 1) {
+      {
+        std::unique_lock<std::mutex> lock(mu);
+        cv.wait(lock, [&] { return !ready[i] || quit; });
+        if (quit) return;
+      }
+      scan(off, frames[i], seen);
+      bool last = frames[i].last;
+      off = frames[i].next;
+      {
+        std::lock_guard<std::mutex> lock(mu);
+        ready[i] = true;
+      }
+      cv.notify_all();
+      if (last) return;
+    }
+  });
+  bool stopped = false;
+  for (int i = 0;; i ^= 1) {
+    {
+      std::unique_lock<std::mutex> lock(mu);
+      cv.wait(lock, [&] { return ready[i]; });
+    }
+    Frame &f = frames[i];
+    if (progress_) progress_(f.has_data ? f.off : size_, size_);
+    bool last = f.last;
+    if (!consume(f, fn)) stopped = true;
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      ready[i] = false;
+      if (stopped) quit = true;
+    }
+    cv.notify_all();
+    if (stopped || last) break;
+  }
+  scanner.join();
+  // Keep the larger buffer for another pass.
+  int keep = frames[0].cap >= frames[1].cap ? 0 : 1;
+  frame_.buf = std::move(frames[keep].buf);
+  frame_.cap = frames[keep].cap;
+  if (!stopped && progress_) progress_(size_, size_);
   return true;
 }
 

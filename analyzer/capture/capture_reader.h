@@ -8,6 +8,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "heapsnap.pb.h"
@@ -64,6 +65,12 @@ class CaptureReader {
   using RawEventsFn = std::function<bool(const uint8_t *batch, size_t n, const RecordPos &)>;
   void set_raw_events_handler(RawEventsFn raw) { raw_events_ = std::move(raw); }
 
+  // Whether a thread scans and decompresses the next frame while the current one is parsed:
+  // automatic (files of kReadAheadMin bytes or more), always, never. The records, problems and
+  // figures are the same either way.
+  enum class ReadAhead { automatic, always, never };
+  void set_read_ahead(ReadAhead mode) { read_ahead_ = mode; }
+
   // Progress callback (bytes consumed so far), called about once per frame.
   void set_progress(std::function<void(uint64_t done, uint64_t total)> fn) { progress_ = std::move(fn); }
 
@@ -74,6 +81,26 @@ class CaptureReader {
   void problem(uint64_t offset, std::string what);
   void release_read(uint64_t upto);
 
+  // What scanning for the next frame found (see scan()).
+  struct Frame {
+    std::vector<Problem> problems;
+    uint64_t skipped = 0;
+    bool truncated = false;
+    bool last = false;      // the file ends: nothing more to scan
+    bool has_data = false;  // buf holds a decompressed frame (and its padding)
+    uint64_t off = 0, next = 0;  // the frame's file offset; where scanning goes on
+    size_t got = 0;
+    std::unique_ptr<uint8_t[]> buf;
+    size_t cap = 0;
+  };
+  using SeenFrames = std::unordered_multimap<uint64_t, uint64_t>;
+  // Files this large are read with a read-ahead thread (below it, starting one costs more than
+  // it saves).
+  static constexpr uint64_t kReadAheadMin = 1u << 20;
+  void scan(uint64_t off, Frame &f, SeenFrames &seen);
+  bool consume(Frame &f, const RecordFn &fn);
+  bool read_ahead(const RecordFn &fn, SeenFrames &seen);
+
   std::string path_;
   const uint8_t *map_ = nullptr;
   uint64_t size_ = 0;
@@ -83,8 +110,8 @@ class CaptureReader {
   uint64_t skipped_ = 0;
   uint64_t frames_ = 0, records_ = 0;
   std::vector<Problem> problems_;
-  std::unique_ptr<uint8_t[]> frame_buf_;  // one decompressed frame and its padding
-  size_t frame_cap_ = 0;
+  Frame frame_;  // the frame being read (its buffer kept from pass to pass)
+  ReadAhead read_ahead_ = ReadAhead::automatic;
   uint64_t released_ = 0;  // file bytes before this were read and dropped from memory
   void *dctx_ = nullptr;
   std::function<void(uint64_t, uint64_t)> progress_;

@@ -149,3 +149,59 @@ TEST_CASE("reader: garbage between frames is skipped and reported") {
   CHECK(r->bytes_skipped() == 333);
   unlink(path.c_str());
 }
+
+TEST_CASE("reader: the read-ahead thread gives the same records, problems and figures") {
+  std::string path = temp_path("ahead.hsnap");
+  auto ends = write_markers(path, 12, 30);
+  std::string data = slurp(path);
+  // Damage of every kind the scan handles: garbage between frames, a frame repeated byte for
+  // byte, a flipped byte inside a frame, and a cut inside the last one.
+  std::string bad = data.substr(0, ends[1]) + std::string(100, 'x') +
+                    data.substr(ends[1], ends[3] - ends[1]) + data.substr(ends[2], ends[3] - ends[2]) +
+                    data.substr(ends[3], ends[11] - 20 - ends[3]);
+  bad[ends[5] + 150 + (ends[6] - ends[5]) / 2] ^= 0x41;
+  spit(path, bad);
+  using Mode = CaptureReader::ReadAhead;
+  struct Seen {
+    std::vector<uint64_t> markers;
+    std::vector<std::pair<uint64_t, std::string>> problems;
+    uint64_t skipped, frames;
+    bool truncated;
+  };
+  auto read = [&](Mode m, int passes) {
+    std::string err;
+    auto r = CaptureReader::open(path, &err);
+    REQUIRE(r);
+    r->set_read_ahead(m);
+    Seen out;
+    for (int i = 0; i < passes; ++i) out.markers = read_markers(*r);
+    for (auto &p : r->problems()) out.problems.push_back({p.offset, p.what});
+    out.skipped = r->bytes_skipped();
+    out.frames = r->frames_read();
+    out.truncated = r->truncated();
+    return out;
+  };
+  Seen one = read(Mode::never, 1), two = read(Mode::always, 1);
+  CHECK(one.markers == two.markers);
+  CHECK(one.problems == two.problems);
+  CHECK(one.skipped == two.skipped);
+  CHECK(one.frames == two.frames);
+  CHECK(one.truncated == two.truncated);
+  CHECK(one.truncated);
+  CHECK(one.problems.size() >= 4);
+  CHECK(one.markers.size() >= 8 * 30);
+  // A second pass over the same reader reads it all again.
+  Seen again = read(Mode::always, 2);
+  CHECK(again.markers == one.markers);
+  // Stopping early: the thread is told to quit and the rest is not read.
+  std::string err;
+  auto r = CaptureReader::open(path, &err);
+  REQUIRE(r);
+  r->set_read_ahead(Mode::always);
+  int seen = 0;
+  r->for_each_record([&](const heapsnap::wire::Record &rec, const heapsnap::capture::RecordPos &) {
+    return !(rec.has_marker() && ++seen == 45);
+  });
+  CHECK(seen == 45);
+  unlink(path.c_str());
+}

@@ -122,9 +122,13 @@ bool read_config() {
     if (parse_u64(s, &v) && v >= 1 && v <= 10000) config.flush_ms = uint32_t(v);
   }
   config.zstd_level = kDefaultZstdLevel;
+  config.zstd_level_given = false;
   if (const char *s = getenv("HEAPSNAP_ZSTD_LEVEL")) {
     uint64_t v;
-    if (parse_u64(s, &v) && v >= 1 && v <= 19) config.zstd_level = int(v);
+    if (parse_u64(s, &v) && v >= 1 && v <= 19) {
+      config.zstd_level = int(v);
+      config.zstd_level_given = true;
+    }
   }
   const char *dbg = getenv("HEAPSNAP_DEBUG");
   config.debug = dbg && strcmp(dbg, "1") == 0;

@@ -16,6 +16,7 @@ struct Config {
   uint32_t flush_ms;          // HEAPSNAP_FLUSH_MS: maximum time between frames
   bool debug;                 // HEAPSNAP_DEBUG=1: the shim says on stderr why it stopped tracing
   int zstd_level;             // HEAPSNAP_ZSTD_LEVEL (1..19)
+  bool zstd_level_given;      // set by HEAPSNAP_ZSTD_LEVEL: used as is (no adaptive level)
 
   // HEAPSNAP_SNAPSHOT: comma-separated triggers, e.g. "exit,signal:USR2,every:30,heap:2G,
   // rss:3G,max:5,contents". Any trigger turns on the full live-block table (see info_shadow.h).

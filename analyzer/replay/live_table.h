@@ -103,14 +103,7 @@ class LiveTable {
         *old = load(s);
         LiveEntry e = *old;
         e.size = size;
-        if (__builtin_expect(fits(e), 1)) {
-          store(s, e);
-          return true;
-        }
-        s.clear();  // the new size needs the overflow table's room
-        --p->live;
-        to_overflow(p, id, e);
-        if (p->live == 0) release(p);
+        refill(p, s, id, e);
         return true;
       }
     }
@@ -140,49 +133,34 @@ class LiveTable {
 
   __attribute__((noinline)) LiveEntry insert_slow(uint64_t id, const LiveEntry &e) {
     used_ = true;
+    LiveEntry old;
     Page *p = page_of(id);
     if (!p) {
       // A live id without a page is in the overflow table (a resize of an old block): it stays
       // there. A page made for it would stay empty and hold the page budget for ever.
-      if (LiveEntry *o = overflow_.size() ? overflow_.find(id) : nullptr) {
-        LiveEntry old = *o;
-        *o = e;
-        return old;
-      }
+      if (replace_overflowed(id, e, &old)) return old;
       if (pages_ < kSparePages || pages_ * kLivePerPage < live_) p = new_page(id >> kPageBits);
     }
-    bool fit = fits(e);
     if (p) {
       SlotRef s{p, uint32_t(id & (kPageIds - 1))};
-      if (s.empty()) {
-        if (LiveEntry *o = overflow_.size() ? overflow_.find(id) : nullptr) {  // the id lives on in the overflow table
-          LiveEntry old = *o;
-          *o = e;
-          return old;
-        }
-        ++live_;
-        if (p->issued < kPageIds) ++p->issued;
-        if (!fit) {
-          to_overflow(p, id, e);
-          return LiveEntry{};
-        }
-        ++p->live;
-        store(s, e);
-        return LiveEntry{};
-      }
-      LiveEntry old = load(s);
-      if (fit) {
-        store(s, e);
+      if (!s.empty()) {
+        old = load(s);
+        refill(p, s, id, e);
         return old;
       }
-      s.clear();  // the new entry needs the overflow table's room
-      --p->live;
-      to_overflow(p, id, e);
-      if (p->live == 0) release(p);
-      return old;
+      if (replace_overflowed(id, e, &old)) return old;  // the id lives on in the overflow table
+      ++live_;
+      if (p->issued < kPageIds) ++p->issued;
+      if (fits(e)) {
+        ++p->live;
+        store(s, e);
+      } else {
+        to_overflow(p, id, e);
+      }
+      return LiveEntry{};
     }
     LiveEntry &o = overflow_[id];
-    LiveEntry old = o;
+    old = o;
     if (old.weight == 0) ++live_;
     o = e;
     return old;
@@ -269,6 +247,27 @@ class LiveTable {
   __attribute__((always_inline)) LiveEntry load(SlotRef s) const {
     uint64_t size = uint64_t(s.p->size1[s.i]) - 1;
     return LiveEntry{s.p->stack[s.i], weight_of(size), size};
+  }
+
+  // The live slot s (of id, in page p) takes e, or gives its room up when e does not fit a slot.
+  void refill(Page *p, SlotRef s, uint64_t id, const LiveEntry &e) {
+    if (__builtin_expect(fits(e), 1)) {
+      store(s, e);
+      return;
+    }
+    s.clear();
+    --p->live;
+    to_overflow(p, id, e);
+    if (p->live == 0) release(p);
+  }
+
+  // id's entry in the overflow table becomes e; false (nothing done) when it has none there.
+  bool replace_overflowed(uint64_t id, const LiveEntry &e, LiveEntry *old) {
+    LiveEntry *o = overflow_.size() ? overflow_.find(id) : nullptr;
+    if (!o) return false;
+    *old = *o;
+    *o = e;
+    return true;
   }
 
   // A new live id of page p whose entry does not fit a slot.

@@ -147,9 +147,17 @@ class Replayer {
       r_.problems.push_back({bad_id_offset_, std::to_string(bad_id_events_) +
                                                  " events name block id 0 (not a valid id); ignored"});
     // Stacks unchanged since the highest peak: their live figures are their peak figures.
-    for (size_t s = 0; s < r_.by_stack.size(); ++s) sync_peak(uint32_t(s));
+    // Written only where they differ: the pages of stacks that never allocated stay untouched.
+    for (size_t s = 0; s < r_.by_stack.size(); ++s) {
+      if (peak_epoch_[s] == epoch_) continue;
+      StackFigures &f = r_.by_stack[s];
+      if (f.peak_calls != f.live_calls || f.peak_bytes != f.live_bytes) {
+        f.peak_calls = f.live_calls;
+        f.peak_bytes = f.live_bytes;
+      }
+    }
     r_.memory_bytes = live_.memory_bytes() + pool_place_.memory_bytes() + r_.stacks.memory_bytes() +
-                      r_.by_stack.capacity() * sizeof(StackFigures) + peak_epoch_.capacity() * sizeof(uint32_t);
+                      r_.by_stack.memory_bytes() + peak_epoch_.memory_bytes();
   }
 
  private:
@@ -157,12 +165,11 @@ class Replayer {
     if (__builtin_expect(stack >= r_.by_stack.size(), 0)) grow(stack);
     return r_.by_stack[stack];
   }
-  // Geometric growth, but never far past the stack tree's nodes (stack <= batch_nodes_): by_stack
-  // is 72 bytes a node, and a tree of 53,000 nodes had grown it to 79,000 entries.
+  // To every node the tree has (stack <= batch_nodes_): growing a ZeroArray copies and clears
+  // nothing, so there is no need to grow ahead.
   __attribute__((noinline)) void grow(uint32_t stack) {
-    size_t cap = batch_nodes_ + batch_nodes_ / 8 + 64;
-    r_.by_stack.resize(std::max(size_t(stack) + 1, std::min(r_.by_stack.size() * 3 / 2, cap)));
-    peak_epoch_.resize(r_.by_stack.size(), 0);
+    r_.by_stack.resize(std::max(size_t(stack), size_t(batch_nodes_)) + 1);
+    peak_epoch_.resize(r_.by_stack.size());
   }
 
   // The per-stack "live at the peak" figures in one pass. Each new highest estimate of live bytes
@@ -405,7 +412,7 @@ class Replayer {
   uint64_t mean_ = 1;
   LiveTable live_;
   util::FlatMap64<PoolPlace> pool_place_;  // sample id -> pool and address, pool objects only
-  std::vector<uint32_t> peak_epoch_;       // per stack: the peak epoch of its last change
+  util::ZeroArray<uint32_t> peak_epoch_;   // per stack: the peak epoch of its last change
   uint32_t epoch_ = 0;
   // Per pool: address -> sample id of its live sampled objects (moves are by address).
   std::unordered_map<uint32_t, std::unordered_map<uint64_t, uint64_t>> pool_index_;

@@ -10,7 +10,7 @@
 
 #include "capture/capture_reader.h"
 #include "capture/stack_tree.h"
-#include "util/huge_pages.h"
+#include "util/zero_array.h"
 
 namespace heapsnap::replay {
 
@@ -88,8 +88,9 @@ struct ReplayResult {
   bool truncated = false;
   std::vector<capture::Problem> problems;
   capture::StackTree stacks;
-  // Index: stack (leaf node) id. Huge pages: it grows to tens of MB on big captures.
-  std::vector<StackFigures, util::HugePageAllocator<StackFigures>> by_stack;
+  // Index: stack (leaf node) id. Only the stacks that allocated are ever written: a ZeroArray
+  // leaves the others' pages untouched (most node ids are callers, not leaves).
+  util::ZeroArray<StackFigures> by_stack;
   std::vector<ModuleRecord> modules;
   std::vector<TimePoint> timeline;
   std::vector<MarkerPoint> markers;

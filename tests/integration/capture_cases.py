@@ -9,13 +9,13 @@ own allocations are the same in both runs and cancel out).
 usage: capture_cases.py CASE --heapsnap BIN --c-prog PROG --cxx-prog PROG --workdir DIR
 Exit status: 0 pass, 1 fail, 77 skipped (meson's convention).
 """
-import argparse
 import json
 import os
 import shutil
 import subprocess
 import sys
 
+import casekit
 from casekit import fail, check
 
 N1, N2 = 1000, 3000
@@ -241,16 +241,5 @@ def parse_size(s):
     return float(num) * mult
 
 
-CASES = {k[5:]: v for k, v in globals().items() if k.startswith("case_")}
-
 if __name__ == "__main__":
-    ap = argparse.ArgumentParser()
-    ap.add_argument("case", choices=sorted(CASES))
-    ap.add_argument("--heapsnap", required=True)
-    ap.add_argument("--c-prog", required=True)
-    ap.add_argument("--cxx-prog", required=True)
-    ap.add_argument("--workdir", required=True)
-    a = ap.parse_args()
-    a.workdir = os.path.join(a.workdir, a.case)
-    CASES[a.case](Runner(a), a)
-    print("PASS")
+    casekit.main(globals(), ["--heapsnap", "--c-prog", "--cxx-prog"], runner=Runner)

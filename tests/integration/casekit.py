@@ -4,6 +4,7 @@ and how a command runs with a time bound.
 Output convention (read by people in meson's test log): one "ok: ..." line per passed check, then
 "FAIL: ..." and exit status 1 at the first failed one; exit status 77 is meson's "skipped".
 """
+import argparse
 import os
 import signal
 import subprocess
@@ -39,3 +40,29 @@ def run_bounded(cmd, timeout, input=None, **kw):
         p.communicate()
         raise
     return subprocess.CompletedProcess(cmd, p.returncode, out, err)
+
+
+def main(scope, paths, runner=None, options=()):
+    """A case script's command line: CASE, --workdir DIR, the path options `paths` (required, made
+    absolute) and `options` ((flag, argparse keywords) pairs). Runs scope's case_CASE in DIR/CASE
+    (made absolute, created) as case(a), or case(runner(a), a) when `runner` is given, then prints
+    PASS. scope: the script's globals()."""
+    cases = {k[5:]: v for k, v in scope.items() if k.startswith("case_")}
+    ap = argparse.ArgumentParser()
+    ap.add_argument("case", choices=sorted(cases))
+    for p in paths:
+        ap.add_argument(p, required=True)
+    ap.add_argument("--workdir", required=True)
+    for flag, kw in options:
+        ap.add_argument(flag, **kw)
+    a = ap.parse_args()
+    for p in paths:
+        dest = p.lstrip("-").replace("-", "_")
+        setattr(a, dest, os.path.abspath(getattr(a, dest)))
+    a.workdir = os.path.join(os.path.abspath(a.workdir), a.case)
+    os.makedirs(a.workdir, exist_ok=True)
+    if runner:
+        cases[a.case](runner(a), a)
+    else:
+        cases[a.case](a)
+    print("PASS")

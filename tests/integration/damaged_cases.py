@@ -29,7 +29,6 @@ frame, and two swapped frames are either reported or mean the same (two frames m
 usage: damaged_cases.py CASE --heapsnap BIN --shim LIB --programs DIR --workdir DIR [--jobs N]
 Exit status: 0 pass, 1 fail, 77 skipped (meson's convention).
 """
-import argparse
 import concurrent.futures
 import json
 import os
@@ -488,17 +487,5 @@ def finish():
     print("PASS")
 
 
-CASES = {k[5:]: v for k, v in globals().items() if k.startswith("case_")}
-
 if __name__ == "__main__":
-    ap = argparse.ArgumentParser()
-    ap.add_argument("case", choices=sorted(CASES))
-    ap.add_argument("--heapsnap", required=True)
-    ap.add_argument("--shim", required=True)
-    ap.add_argument("--programs", required=True)
-    ap.add_argument("--workdir", required=True)
-    ap.add_argument("--jobs", type=int, default=2)
-    a = ap.parse_args()
-    a.workdir = os.path.join(a.workdir, a.case)
-    os.makedirs(a.workdir, exist_ok=True)
-    CASES[a.case](a)
+    casekit.main(globals(), ["--heapsnap", "--shim", "--programs"], options=[("--jobs", {"type": int, "default": 2})])

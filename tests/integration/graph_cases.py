@@ -6,12 +6,12 @@
 
 usage: graph_cases.py CASE --heapsnap BIN --synth BIN --programs DIR --workdir DIR   (77 = skip)
 """
-import argparse
 import json
 import os
 import subprocess
 import sys
 
+import casekit
 from casekit import fail, check
 
 def run(cmd):
@@ -107,17 +107,5 @@ def case_retainers(a):
     check(d["tree"][0]["retained_bytes"] == 500, "dominators: the heaviest group retains 500 bytes")
 
 
-CASES = {k[5:]: v for k, v in globals().items() if k.startswith("case_")}
-
 if __name__ == "__main__":
-    ap = argparse.ArgumentParser()
-    ap.add_argument("case", choices=sorted(CASES))
-    ap.add_argument("--heapsnap", required=True)
-    ap.add_argument("--synth", required=True)
-    ap.add_argument("--programs", required=True)
-    ap.add_argument("--workdir", required=True)
-    a = ap.parse_args()
-    a.workdir = os.path.join(a.workdir, a.case)
-    os.makedirs(a.workdir, exist_ok=True)
-    CASES[a.case](a)
-    print("PASS")
+    casekit.main(globals(), ["--heapsnap", "--synth", "--programs"])

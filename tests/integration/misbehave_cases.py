@@ -10,7 +10,6 @@ exactly (two sizes N1 < N2: the C runtime's own allocations cancel out).
 usage: misbehave_cases.py CASE --heapsnap BIN --shim LIB --programs DIR --workdir DIR
 Exit status: 0 pass, 1 fail, 77 skipped (meson's convention).
 """
-import argparse
 import json
 import os
 import re
@@ -18,6 +17,7 @@ import signal
 import subprocess
 import time
 
+import casekit
 from casekit import fail, check, run_bounded
 
 RUN_TIMEOUT = 30  # a traced program that has not ended by then hangs (they take < 5 s)
@@ -456,17 +456,5 @@ def case_glibc_owner(r, a):
           "owner through LD_PRELOAD: every check says yes")
 
 
-CASES = {k[5:]: v for k, v in globals().items() if k.startswith("case_")}
-
 if __name__ == "__main__":
-    ap = argparse.ArgumentParser()
-    ap.add_argument("case", choices=sorted(CASES))
-    ap.add_argument("--heapsnap", required=True)
-    ap.add_argument("--shim", required=True)
-    ap.add_argument("--programs", required=True)
-    ap.add_argument("--workdir", required=True)
-    a = ap.parse_args()
-    a.shim = os.path.abspath(a.shim)
-    a.workdir = os.path.join(a.workdir, a.case)
-    CASES[a.case](Runner(a), a)
-    print("PASS")
+    casekit.main(globals(), ["--heapsnap", "--shim", "--programs"], runner=Runner)

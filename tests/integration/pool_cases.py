@@ -5,11 +5,11 @@ the tracer.
 
 usage: pool_cases.py CASE --heapsnap BIN --programs DIR --workdir DIR
 """
-import argparse
 import json
 import os
 import subprocess
 
+import casekit
 from casekit import fail, check
 
 SLOT = 64
@@ -110,16 +110,5 @@ int main(void) {
           "non-compacting: uncovered objects stay, covered ones moved twice, the freed one is gone (%s)" % offs)
 
 
-CASES = {k[5:]: v for k, v in globals().items() if k.startswith("case_")}
-
 if __name__ == "__main__":
-    ap = argparse.ArgumentParser()
-    ap.add_argument("case", choices=sorted(CASES))
-    ap.add_argument("--heapsnap", required=True)
-    ap.add_argument("--programs", required=True)
-    ap.add_argument("--workdir", required=True)
-    a = ap.parse_args()
-    a.workdir = os.path.join(a.workdir, a.case)
-    os.makedirs(a.workdir, exist_ok=True)
-    CASES[a.case](a)
-    print("PASS")
+    casekit.main(globals(), ["--heapsnap", "--programs"])

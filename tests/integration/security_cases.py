@@ -11,7 +11,6 @@
 usage: security_cases.py CASE --heapsnap BIN --shim LIB --programs DIR --workdir DIR
 Exit status: 0 pass, 1 fail, 77 skipped (meson's convention).
 """
-import argparse
 import grp
 import os
 import pwd
@@ -20,6 +19,7 @@ import shutil
 import stat
 import subprocess
 
+import casekit
 from casekit import fail, check, skip, run_bounded
 
 TIMEOUT = 60
@@ -324,19 +324,5 @@ def case_odd_settings(r, a):
         r.same(nat, tr, "HEAPSNAP_SNAPSHOT=signal:%s on a crashing program" % sig, stderr_note=note)
 
 
-CASES = {k[5:]: v for k, v in globals().items() if k.startswith("case_")}
-
 if __name__ == "__main__":
-    ap = argparse.ArgumentParser()
-    ap.add_argument("case", choices=sorted(CASES))
-    ap.add_argument("--heapsnap", required=True)
-    ap.add_argument("--shim", required=True)
-    ap.add_argument("--programs", required=True)
-    ap.add_argument("--workdir", required=True)
-    a = ap.parse_args()
-    a.shim = os.path.abspath(a.shim)
-    a.heapsnap = os.path.abspath(a.heapsnap)
-    a.programs = os.path.abspath(a.programs)
-    a.workdir = os.path.join(os.path.abspath(a.workdir), a.case)
-    CASES[a.case](Runner(a), a)
-    print("PASS")
+    casekit.main(globals(), ["--heapsnap", "--shim", "--programs"], runner=Runner)

@@ -5,7 +5,6 @@ allocate hard; periodic snapshots and the cap on their number.
 
 usage: snapshot_cases.py CASE --heapsnap BIN --programs DIR --workdir DIR   (exit 77 = skipped)
 """
-import argparse
 import json
 import os
 import re
@@ -13,6 +12,7 @@ import shutil
 import subprocess
 import sys
 
+import casekit
 from casekit import fail, check
 
 
@@ -313,16 +313,5 @@ def case_sleepers_interrupted(a):
     check(continued >= 10, "the snapshots record the system calls continued (%d)" % continued)
 
 
-CASES = {k[5:]: v for k, v in globals().items() if k.startswith("case_")}
-
 if __name__ == "__main__":
-    ap = argparse.ArgumentParser()
-    ap.add_argument("case", choices=sorted(CASES))
-    ap.add_argument("--heapsnap", required=True)
-    ap.add_argument("--programs", required=True)
-    ap.add_argument("--workdir", required=True)
-    a = ap.parse_args()
-    a.workdir = os.path.join(a.workdir, a.case)
-    os.makedirs(a.workdir, exist_ok=True)
-    CASES[a.case](a)
-    print("PASS")
+    casekit.main(globals(), ["--heapsnap", "--programs"])

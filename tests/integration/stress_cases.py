@@ -21,7 +21,6 @@ usage: stress_cases.py CASE --heapsnap BIN --shim LIB --programs DIR --workdir D
        (--ops: operations in all, default 10^7; scripts/test uses fewer for `every`)
 Exit status: 0 pass, 1 fail.
 """
-import argparse
 import json
 import os
 import subprocess
@@ -159,17 +158,5 @@ def case_every(a):
     run_case(a, every=True)
 
 
-CASES = {k[5:]: v for k, v in globals().items() if k.startswith("case_")}
-
 if __name__ == "__main__":
-    ap = argparse.ArgumentParser()
-    ap.add_argument("case", choices=sorted(CASES))
-    ap.add_argument("--heapsnap", required=True)
-    ap.add_argument("--shim", required=True)
-    ap.add_argument("--programs", required=True)
-    ap.add_argument("--workdir", required=True)
-    ap.add_argument("--ops", type=int, default=10 ** 7)
-    a = ap.parse_args()
-    a.workdir = os.path.join(a.workdir, a.case)
-    os.makedirs(a.workdir, exist_ok=True)
-    CASES[a.case](a)
+    casekit.main(globals(), ["--heapsnap", "--shim", "--programs"], options=[("--ops", {"type": int, "default": 10 ** 7})])

@@ -178,7 +178,7 @@ int run_top(const TopOpts &o) {
   std::map<std::string, SiteRow> sites;
   for (uint32_t id = 1; id < r.by_stack.size(); ++id) {
     const auto &f = r.by_stack[id];
-    if (f.samples == 0 && f.live_calls <= 0 && f.reallocs == 0) continue;
+    if (f.unused()) continue;
     // The site is the stack's innermost frame: without --match only the leaf address needs
     // symbolizing (whole stacks are symbolized for the rows shown).
     const replay::DisplayFrame *leaf;
@@ -202,15 +202,7 @@ int run_top(const TopOpts &o) {
       row.key = key;
       row.frame = *leaf;
     }
-    row.sum.alloc_calls += f.alloc_calls;
-    row.sum.alloc_bytes += f.alloc_bytes;
-    row.sum.live_calls += f.live_calls;
-    row.sum.live_bytes += f.live_bytes;
-    row.sum.peak_calls += f.peak_calls;
-    row.sum.peak_bytes += f.peak_bytes;
-    row.sum.samples += f.samples;
-    row.sum.reallocs += f.reallocs;
-    row.sum.realloc_moves += f.realloc_moves;
+    row.sum += f;
     row.stacks.push_back({id, &f});
   }
   std::vector<SiteRow *> rows;

@@ -23,6 +23,22 @@ struct StackFigures {
   uint64_t samples = 0;                     // sampled allocation events
   uint64_t reallocs = 0, realloc_moves = 0; // reallocs made from this stack
   uint32_t pool = 0;                        // client-API pool its objects belong to (0: malloc)
+
+  // Nothing was allocated, resized or left live from this stack (an interior node, mostly).
+  bool unused() const { return samples == 0 && live_calls <= 0 && reallocs == 0; }
+  // Adds o's figures (a site's sum over its stacks); pool is not a figure and stays.
+  StackFigures &operator+=(const StackFigures &o) {
+    alloc_calls += o.alloc_calls;
+    alloc_bytes += o.alloc_bytes;
+    live_calls += o.live_calls;
+    live_bytes += o.live_bytes;
+    peak_calls += o.peak_calls;
+    peak_bytes += o.peak_bytes;
+    samples += o.samples;
+    reallocs += o.reallocs;
+    realloc_moves += o.realloc_moves;
+    return *this;
+  }
 };
 
 struct ModuleRecord {

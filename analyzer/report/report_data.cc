@@ -98,7 +98,7 @@ json top_allocators_json(const ReplayResult &r, StackSymbolizer &sym, const Repo
   std::unordered_map<std::string, Site> sites;
   for (uint32_t id = 1; id < r.by_stack.size(); ++id) {
     const auto &f = r.by_stack[id];
-    if (f.samples == 0 && f.live_calls <= 0 && f.reallocs == 0) continue;
+    if (f.unused()) continue;
     if (!r.stacks.valid(id)) continue;
     const auto &frames = sym.frames_of(r.stacks.address(id));
     if (frames.empty()) continue;
@@ -108,15 +108,7 @@ json top_allocators_json(const ReplayResult &r, StackSymbolizer &sym, const Repo
       s.label = key;
       s.frame = frames[0];
     }
-    s.sum.alloc_calls += f.alloc_calls;
-    s.sum.alloc_bytes += f.alloc_bytes;
-    s.sum.live_calls += f.live_calls;
-    s.sum.live_bytes += f.live_bytes;
-    s.sum.peak_calls += f.peak_calls;
-    s.sum.peak_bytes += f.peak_bytes;
-    s.sum.samples += f.samples;
-    s.sum.reallocs += f.reallocs;
-    s.sum.realloc_moves += f.realloc_moves;
+    s.sum += f;
     ++s.stacks;
     if (f.alloc_bytes > s.heaviest_bytes) {
       s.heaviest_bytes = f.alloc_bytes;

@@ -117,7 +117,7 @@ void run_path(const std::string &path) {
   // As top-allocators, leaks and peak walk it: every stack with figures.
   for (uint32_t id = 1; id < r.by_stack.size(); ++id) {
     const auto &f = r.by_stack[id];
-    if (f.samples == 0 && f.live_calls <= 0 && f.reallocs == 0 && f.peak_calls <= 0) continue;
+    if (f.unused() && f.peak_calls <= 0) continue;
     for (const auto &d : sym.stack(r.stacks, id)) sink += d.label().size() + d.label(false).size();
   }
   g_sink = sink;

@@ -91,6 +91,23 @@ void run_path(const std::string &path) {
     replay::CaptureSummary s = replay::summarize(*reader);
     sink += s.records + s.problems.size() + s.sampled_allocs + s.threads;
   }
+  // The reader with its read-ahead thread and without it: the same records (a hash of their
+  // sizes and places) and the same problems, or the harness aborts.
+  uint64_t seen[2] = {0, 0};
+  size_t problems[2] = {0, 0};
+  for (int m = 0; m < 2; ++m) {
+    auto rd = capture::CaptureReader::open(path, &err);
+    if (!rd) abort();
+    rd->set_read_ahead(m ? capture::CaptureReader::ReadAhead::always : capture::CaptureReader::ReadAhead::never);
+    rd->for_each_record([&](const wire::Record &rec, const capture::RecordPos &pos) {
+      seen[m] = seen[m] * 1000003 + rec.ByteSizeLong() * 31 + pos.frame_offset * 7 + pos.offset_in_frame;
+      return true;
+    });
+    problems[m] = rd->problems().size();
+  }
+  if (seen[0] != seen[1] || problems[0] != problems[1]) abort();
+  sink += seen[0];
+
   // What every replay command does: two passes (find the peak, then take it).
   replay::ReplayResult r = replay::replay_with_peak(path, &err);
   if (!err.empty()) abort();  // the header read once already: a second open cannot fail

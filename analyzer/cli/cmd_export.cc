@@ -12,7 +12,7 @@
 
 #include "cli/commands.h"
 #include "cli/format.h"
-#include "cli/progress.h"
+#include "cli/replay_load.h"
 #include "cli/snapshot_args.h"
 #include "cli/term_style.h"
 #include "export/collapsed.h"
@@ -36,44 +36,7 @@ struct ExportOpts {
   std::string interior = "on";
 };
 
-struct Loaded {
-  replay::ReplayResult r;
-  std::unique_ptr<replay::StackSymbolizer> sym;
-};
-
-// Replays the capture (twice when the figures at the peak are wanted) and sets up symbolization.
-bool load(const ExportOpts &o, bool with_peak, Loaded *out) {
-  std::string err;
-  Progress prog("replaying " + o.file);
-  symbolize::SymbolizerOptions so;
-  if (!o.debug_dirs.empty()) so.debug_dirs = o.debug_dirs;
-  out->sym = std::make_unique<replay::StackSymbolizer>(so);  // follows the replay (prefetches)
-  replay::ReplayOptions ro;
-  ro.progress = prog.callback();
-  out->sym->follow(ro);
-  if (with_peak) {
-    out->r = replay::replay_with_peak(o.file, &err, ro);
-    if (!err.empty()) {
-      print_error("%s", err.c_str());
-      return false;
-    }
-  } else {
-    auto reader = capture::CaptureReader::open(o.file, &err);
-    if (!reader) {
-      print_error("%s", err.c_str());
-      return false;
-    }
-    out->r = replay::replay(*reader, ro);
-  }
-  prog.done();
-  if (!out->r.have_process) {
-    print_error("%s", no_process_record_message(o.file, out->r.problems).c_str());
-    return false;
-  }
-  return true;
-}
-
-void print_notes(const Loaded &L) {
+void print_notes(const LoadedReplay &L) {
   if (L.r.truncated) print_note("the capture is truncated: figures cover what was read");
   for (const auto &p : L.r.problems) print_note("offset 0x%llx: %s", (unsigned long long)p.offset, p.what.c_str());
   for (const auto &w : L.sym->warnings()) print_note("%s", w.c_str());
@@ -110,8 +73,8 @@ int run_collapsed(const ExportOpts &o) {
     print_error("--metric '%s': expected alloc-bytes, alloc-calls, leaked or peak", o.metric.c_str());
     return kExitUsage;
   }
-  Loaded L;
-  if (!load(o, *metric == exporter::Metric::peak, &L)) return kExitInput;
+  LoadedReplay L;
+  if (!load_replay(o.file, o.debug_dirs, &L)) return kExitInput;
   exporter::CollapsedOptions co;
   co.metric = *metric;
   co.match = o.match;
@@ -125,8 +88,8 @@ int run_pprof(const ExportOpts &o) {
     print_error("export: pprof output is binary: give -o FILE.pb.gz or redirect stdout");
     return kExitUsage;
   }
-  Loaded L;
-  if (!load(o, false, &L)) return kExitInput;
+  LoadedReplay L;
+  if (!load_replay(o.file, o.debug_dirs, &L)) return kExitInput;
   exporter::PprofOptions po;
   po.match = o.match;
   po.capture_path = o.file;

@@ -11,7 +11,7 @@
 
 #include "cli/commands.h"
 #include "cli/format.h"
-#include "cli/progress.h"
+#include "cli/replay_load.h"
 #include "cli/term_style.h"
 #include "replay/replay.h"
 #include "replay/stack_symbolizer.h"
@@ -39,44 +39,6 @@ void add_common(CLI::App *cmd, Common &c) {
   cmd->add_option("--match", c.match, "only stacks with a frame whose function, file or module contains this text");
   cmd->add_option("--debug-dir", c.debug_dirs, "directory with separate debug files (default /usr/lib/debug); repeatable");
   cmd->add_option("--frames", c.stack_frames, "frames to show per stack (default 8)");
-}
-
-struct Loaded {
-  replay::ReplayResult r;
-  std::unique_ptr<replay::StackSymbolizer> sym;
-};
-
-bool load(const Common &c, bool with_peak, Loaded *out) {
-  std::string err;
-  Progress prog("replaying " + c.file);
-  symbolize::SymbolizerOptions so;
-  if (!c.debug_dirs.empty()) so.debug_dirs = c.debug_dirs;
-  // Made before the replay, which hands it modules and stacks as it reads them: debug files
-  // load on another thread meanwhile.
-  out->sym = std::make_unique<replay::StackSymbolizer>(so);
-  replay::ReplayOptions o;
-  o.progress = prog.callback();
-  out->sym->follow(o);
-  if (with_peak) {
-    out->r = replay::replay_with_peak(c.file, &err, o);
-    if (!err.empty()) {
-      print_error("%s", err.c_str());
-      return false;
-    }
-  } else {
-    auto reader = capture::CaptureReader::open(c.file, &err);
-    if (!reader) {
-      print_error("%s", err.c_str());
-      return false;
-    }
-    out->r = replay::replay(*reader, o);
-  }
-  prog.done();
-  if (!out->r.have_process) {
-    print_error("%s", no_process_record_message(c.file, out->r.problems).c_str());
-    return false;
-  }
-  return true;
 }
 
 std::string size_str(const Common &c, double b) {
@@ -172,8 +134,8 @@ double metric(const replay::StackFigures &f, const std::string &by) {
 }
 
 int run_top(const TopOpts &o) {
-  Loaded L;
-  if (!load(o, true, &L)) return kExitInput;
+  LoadedReplay L;
+  if (!load_replay(o.file, o.debug_dirs, &L)) return kExitInput;
   auto &r = L.r;
   std::map<std::string, SiteRow> sites;
   for (uint32_t id = 1; id < r.by_stack.size(); ++id) {
@@ -292,8 +254,8 @@ int run_top(const TopOpts &o) {
 // --- leaks and peak: live blocks grouped by stack -------------------------------------------------
 
 int run_live(const Common &o, bool at_peak) {
-  Loaded L;
-  if (!load(o, at_peak, &L)) return kExitInput;
+  LoadedReplay L;
+  if (!load_replay(o.file, o.debug_dirs, &L)) return kExitInput;
   auto &r = L.r;
   struct Row {
     uint32_t id;
@@ -386,8 +348,8 @@ int run_live(const Common &o, bool at_peak) {
 // --- timeline ---------------------------------------------------------------------------------------
 
 int run_timeline(const Common &o, size_t rows_wanted) {
-  Loaded L;
-  if (!load(o, false, &L)) return kExitInput;
+  LoadedReplay L;
+  if (!load_replay(o.file, o.debug_dirs, &L)) return kExitInput;
   auto &r = L.r;
   if (o.json) {
     json j = header_json(o, r);

@@ -465,11 +465,9 @@ ReplayResult replay(capture::CaptureReader &reader, const ReplayOptions &opts) {
 
 ReplayResult replay_with_peak(const std::string &path, std::string *error,
                               std::function<void(uint64_t, uint64_t)> progress) {
-  auto first = capture::CaptureReader::open(path, error);
-  if (!first) return {};
   ReplayOptions o;
   o.progress = std::move(progress);
-  return replay(*first, o);
+  return replay_with_peak(path, error, o);
 }
 
 ReplayResult replay_with_peak(const std::string &path, std::string *error, const ReplayOptions &opts) {

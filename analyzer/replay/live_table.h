@@ -27,7 +27,7 @@
 // sit among freed ones).
 #pragma once
 #include <cstdint>
-#include <memory>
+#include <new>
 #include <vector>
 
 #include "util/flat_map.h"
@@ -80,14 +80,13 @@ class LiveTable {
   // The entry of id, if live.
   bool get(uint64_t id, LiveEntry *out) {
     if (Page *p = page_of(id)) {
-      SlotRef s{p, uint32_t(id & (kPageIds - 1))};
+      SlotRef s = slot_of(p, id);
       if (!s.empty()) {
         *out = load(s);
         return true;
       }
     }
-    if (!overflow_.size()) return false;
-    const LiveEntry *o = overflow_.find(id);
+    const LiveEntry *o = overflowed(id);
     if (!o) return false;
     *out = *o;
     return true;
@@ -98,7 +97,7 @@ class LiveTable {
   // made two (reallocs are a third of some programs' events).
   bool resize(uint64_t id, uint64_t size, LiveEntry *old) {
     if (Page *p = page_of(id)) {
-      SlotRef s{p, uint32_t(id & (kPageIds - 1))};
+      SlotRef s = slot_of(p, id);
       if (!s.empty()) {
         *old = load(s);
         LiveEntry e = *old;
@@ -107,7 +106,7 @@ class LiveTable {
         return true;
       }
     }
-    LiveEntry *o = overflow_.size() ? overflow_.find(id) : nullptr;
+    LiveEntry *o = overflowed(id);
     if (!o) return false;
     *old = *o;
     o->size = size;
@@ -119,7 +118,7 @@ class LiveTable {
   __attribute__((always_inline)) LiveEntry insert(uint64_t id, const LiveEntry &e) {
     Page *p = last_;
     if (__builtin_expect(p && p->number == id >> kPageBits && !p->reissued && fits(e), 1)) {
-      SlotRef s{p, uint32_t(id & (kPageIds - 1))};
+      SlotRef s = slot_of(p, id);
       if (__builtin_expect(s.empty(), 1)) {
         ++p->live;
         ++live_;
@@ -142,7 +141,7 @@ class LiveTable {
       if (pages_ < kSparePages || pages_ * kLivePerPage < live_) p = new_page(id >> kPageBits);
     }
     if (p) {
-      SlotRef s{p, uint32_t(id & (kPageIds - 1))};
+      SlotRef s = slot_of(p, id);
       if (!s.empty()) {
         old = load(s);
         refill(p, s, id, e);
@@ -171,7 +170,7 @@ class LiveTable {
   __attribute__((always_inline)) bool erase(uint64_t id, LiveEntry *out) {
     Page *p = last_;
     if (__builtin_expect(p && p->number == id >> kPageBits, 1)) {
-      SlotRef s{p, uint32_t(id & (kPageIds - 1))};
+      SlotRef s = slot_of(p, id);
       if (__builtin_expect(!s.empty() && p->live > kSparse, 1)) {
         *out = load(s);
         s.clear();
@@ -185,7 +184,7 @@ class LiveTable {
 
   __attribute__((noinline)) bool erase_slow(uint64_t id, LiveEntry *out) {
     if (Page *p = page_of(id)) {
-      SlotRef s{p, uint32_t(id & (kPageIds - 1))};
+      SlotRef s = slot_of(p, id);
       if (!s.empty()) {
         *out = load(s);
         s.clear();
@@ -249,6 +248,10 @@ class LiveTable {
     return LiveEntry{s.p->stack[s.i], weight_of(size), size};
   }
 
+  static SlotRef slot_of(Page *p, uint64_t id) { return SlotRef{p, uint32_t(id & (kPageIds - 1))}; }
+  // id's entry in the overflow table, if it has one (no lookup while the table is empty).
+  LiveEntry *overflowed(uint64_t id) { return overflow_.size() ? overflow_.find(id) : nullptr; }
+
   // The live slot s (of id, in page p) takes e, or gives its room up when e does not fit a slot.
   void refill(Page *p, SlotRef s, uint64_t id, const LiveEntry &e) {
     if (__builtin_expect(fits(e), 1)) {
@@ -263,7 +266,7 @@ class LiveTable {
 
   // id's entry in the overflow table becomes e; false (nothing done) when it has none there.
   bool replace_overflowed(uint64_t id, const LiveEntry &e, LiveEntry *old) {
-    LiveEntry *o = overflow_.size() ? overflow_.find(id) : nullptr;
+    LiveEntry *o = overflowed(id);
     if (!o) return false;
     *old = *o;
     *o = e;

@@ -63,9 +63,9 @@ __attribute__((always_inline)) inline const uint8_t *varint(const uint8_t *p, ui
 }  // namespace detail
 
 // Decodes the batch `cols` (kDecodePadding readable bytes after it). Calls, per event, in order:
-//   v.alloc(time, id, size, stack)                 ALLOC
+//   v.alloc(time, id, size, stack)                 ALLOC, ALLOC_MALLOC .. ALLOC_NEW_ARRAY
 //   v.free(time, id)                               FREE
-//   v.realloc(time, id, size, stack, moved)        REALLOC
+//   v.realloc(time, id, size, stack, moved)        REALLOC, REALLOC_IN_PLACE, REALLOC_MOVED
 //   v.pool_alloc(time, id, addr, size, stack, pool) POOL_ALLOC
 //   v.pool_free(time, id, pool)                    POOL_FREE
 // (alloc_fn is read and checked, not passed: the replay does not use it.) Returns "" or the
@@ -167,6 +167,27 @@ __attribute__((always_inline)) inline std::string decode_batch(const RawColumns 
         HS_TAKE(fn, d, short_column);
         HS_TAKE(moved, e, short_column);
         v.realloc(t, last_id - (HS_ZIGZAG(a)), b, uint32_t(c), uint32_t(e) != 0);
+        break;
+      }
+      case wire::ALLOC_MALLOC:
+      case wire::ALLOC_CALLOC:
+      case wire::ALLOC_REALLOC:
+      case wire::ALLOC_MEMALIGN:
+      case wire::ALLOC_NEW:
+      case wire::ALLOC_NEW_ARRAY: {
+        HS_TAKE(idd, a, short_column);
+        HS_TAKE(size, b, short_column);
+        HS_TAKE(stack, c, short_column);
+        last_id += HS_ZIGZAG(a);
+        v.alloc(t, last_id, b, uint32_t(c));
+        break;
+      }
+      case wire::REALLOC_IN_PLACE:
+      case wire::REALLOC_MOVED: {
+        HS_TAKE(ref, a, short_column);
+        HS_TAKE(size, b, short_column);
+        HS_TAKE(stack, c, short_column);
+        v.realloc(t, last_id - (HS_ZIGZAG(a)), b, uint32_t(c), k == wire::REALLOC_MOVED);
         break;
       }
       case wire::POOL_ALLOC: {

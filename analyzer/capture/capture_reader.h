@@ -15,7 +15,7 @@
 
 namespace heapsnap::capture {
 
-inline constexpr uint16_t kReaderMajor = 1;
+inline constexpr uint16_t kReaderMajor = 2;  // and every older one
 inline constexpr uint16_t kReaderMinor = 0;
 // A frame's decompressed size above this is treated as damage (the writer cuts at 8 MiB).
 inline constexpr uint64_t kMaxFrameBytes = 256ull << 20;

@@ -16,6 +16,7 @@ namespace heapsnap::capture {
 struct Event {
   wire::EventKind kind;
   uint64_t time_ns;      // since capture start
+  // Format 2's kinds come out as format 1's: ALLOC with alloc_fn, REALLOC with moved.
   uint64_t id;           // the block's sample id (ALLOC/POOL_ALLOC: new; FREE/REALLOC: ended or resized)
   uint64_t addr;         // POOL_ALLOC: the object's address
   uint64_t size;         // ALLOC, REALLOC, POOL_ALLOC
@@ -135,6 +136,23 @@ __attribute__((always_inline)) inline bool BasicEventDecoder<Columns>::next(Even
       e->moved = moved != 0;
       break;
     }
+    case wire::REALLOC_IN_PLACE:
+    case wire::REALLOC_MOVED:
+      ok = take_ref(&e->id) && take_size_stack(e);
+      e->kind = wire::REALLOC;
+      e->alloc_fn = wire::FN_REALLOC;
+      e->moved = kind == wire::REALLOC_MOVED;
+      break;
+    case wire::ALLOC_MALLOC:
+    case wire::ALLOC_CALLOC:
+    case wire::ALLOC_REALLOC:
+    case wire::ALLOC_MEMALIGN:
+    case wire::ALLOC_NEW:
+    case wire::ALLOC_NEW_ARRAY:
+      ok = take_new_id(&e->id) && take_size_stack(e);
+      e->kind = wire::ALLOC;
+      e->alloc_fn = kind - wire::ALLOC_MALLOC;
+      break;
     case wire::POOL_ALLOC:
       ok = take_new_id(&e->id) && take_addr(&e->addr) && take_size_stack(e) && take_u32<kPool>(&e->pool);
       break;

@@ -31,7 +31,7 @@
 namespace hs {
 namespace {
 
-constexpr uint16_t kFormatMajor = 1;
+constexpr uint16_t kFormatMajor = 2;  // 2: alloc_fn and moved in the event kind
 constexpr uint16_t kFormatMinor = 0;
 constexpr size_t kMaxFrameInput = 8u << 20;  // records per frame, before compression
 

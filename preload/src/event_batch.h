@@ -9,14 +9,24 @@
 
 namespace hs {
 
-enum EventKind : uint8_t { kAlloc = 0, kFree = 1, kRealloc = 2, kPoolAlloc = 3, kPoolFree = 4 };
+// Format 2's kinds (proto/heapsnap.proto, EventKind): an allocation's kind is kAllocBase plus its
+// allocation function, a realloc's says whether the block moved.
+enum EventKind : uint8_t {
+  kFree = 1,
+  kPoolAlloc = 3,
+  kPoolFree = 4,
+  kReallocInPlace = 5,
+  kReallocMoved = 6,
+  kAllocBase = 8,
+};
+inline EventKind alloc_kind(uint8_t fn) { return EventKind(kAllocBase + fn); }
 
 struct EventBatch {
   static constexpr uint32_t kMaxEvents = 4096;
 
   uint32_t count = 0;
-  uint32_t time_len = 0, addr_len = 0, size_len = 0, stack_len = 0, fn_len = 0, pool_len = 0,
-           id_len = 0, ref_len = 0, moved_len = 0;
+  uint32_t time_len = 0, addr_len = 0, size_len = 0, stack_len = 0, pool_len = 0, id_len = 0,
+           ref_len = 0;
   uint32_t most_len = 0;  // the longest varint column so far (full() without scanning them all)
   uint64_t base_time = 0;     // ns since capture start of the first event
   uint64_t last_time = 0;
@@ -33,11 +43,9 @@ struct EventBatch {
   uint8_t addr[kVarCap];
   uint8_t size[kVarCap];
   uint8_t stack[kVarCap];
-  uint8_t fn[kMaxEvents];
   uint8_t pool[kVarCap];
   uint8_t id[kVarCap];
   uint8_t ref[kVarCap];
-  uint8_t moved[kMaxEvents];
 
   // See proto/heapsnap.proto, EventBatch: per-site cursors of the last freed id.
   static constexpr uint32_t kSiteSlots = 1024;
@@ -89,8 +97,6 @@ struct EventBatch {
   }
   void block_size(uint64_t s) { size_len = grew(uint32_t(wire::put_varint(size + size_len, s) - size)); }
   void stack_id(uint32_t v) { stack_len = grew(uint32_t(wire::put_varint(stack + stack_len, v) - stack)); }
-  void alloc_fn(uint8_t f) { fn[fn_len++] = f; }
-  void was_moved(bool m) { moved[moved_len++] = m ? 1 : 0; }
   void pool_id(uint32_t v) { pool_len = grew(uint32_t(wire::put_varint(pool + pool_len, v) - pool)); }
 
   // Appends this batch as one length-delimited Record{events} to out, then empties it.
@@ -104,18 +110,15 @@ struct EventBatch {
     if (addr_len) out.len(5, addr, addr_len);
     if (size_len) out.len(6, size, size_len);
     if (stack_len) out.len(7, stack, stack_len);
-    if (fn_len) out.len(8, fn, fn_len);
     if (pool_len) out.len(9, pool, pool_len);
     out.u64(10, base_id);
     if (id_len) out.len(11, id, id_len);
     if (ref_len) out.len(12, ref, ref_len);
-    if (moved_len) out.len(13, moved, moved_len);
     wire::end_record(out, m);
     reset();
   }
   void reset() {
-    count = time_len = addr_len = size_len = stack_len = fn_len = pool_len = 0;
-    id_len = ref_len = moved_len = 0;
+    count = time_len = addr_len = size_len = stack_len = pool_len = id_len = ref_len = 0;
     most_len = 0;
   }
 };

@@ -187,11 +187,10 @@ void record_alloc(ThreadLocal &t, const void *p, size_t size, uint8_t fn, uintpt
   uint64_t id = next_sample_id(s);
   if (!sampled_blocks::insert(p, {id, stack})) return;  // out of memory: the block stays unnamed
   append_event(s, [&](EventBatch &b) {
-    b.begin(kAlloc, now);
+    b.begin(alloc_kind(fn), now);
     b.new_id(id);
     b.block_size(size);
     b.stack_id(stack);
-    b.alloc_fn(fn);
   });
   bump(t.counters.sampled, 1);
 }
@@ -260,12 +259,10 @@ void record_realloc(ThreadLocal &t, sampled_blocks::Name n, const void *new_p, s
   uint32_t stack = capture_stack(s, ra);
   uint64_t now = coarse_rel_ns();
   append_event(s, [&](EventBatch &b) {
-    b.begin(kRealloc, now);
+    b.begin(moved ? kReallocMoved : kReallocInPlace, now);
     b.block_ref(id);
     b.block_size(size);
     b.stack_id(stack);
-    b.alloc_fn(2);
-    b.was_moved(moved);
   });
 }
 

@@ -12,49 +12,17 @@
 #include "capture/batch_decoder.h"
 #include "capture/event_decoder.h"
 #include "heapsnap.pb.h"
+#include "random_batch.h"
 
 using heapsnap::capture::Event;
 using heapsnap::capture::RawColumns;
 using heapsnap::capture::RawEventDecoder;
 namespace wire = heapsnap::wire;
 
+using heapsnap::testing::random_batch;
+using heapsnap::testing::wide;
+
 namespace {
-
-uint64_t wide(std::mt19937_64 &rng) {
-  switch (rng() % 5) {
-    case 0: return rng() % 128;
-    case 1: return rng() % 20000;
-    case 2: return rng() % (1ull << 21);
-    case 3: return rng() % (1ull << 35);
-    default: return rng();
-  }
-}
-
-wire::EventBatch random_batch(std::mt19937_64 &rng) {
-  wire::EventBatch b;
-  b.set_tid(uint32_t(rng()));
-  b.set_base_time_ns(wide(rng));
-  b.set_base_id(wide(rng));
-  int n = int(rng() % 300);
-  bool damaged = rng() % 4 == 0;
-  bool few_sites = rng() % 2;  // FREE cursors hit often
-  for (int i = 0; i < n; ++i) {
-    b.add_kind(rng() % 1000 == 0 ? uint32_t(rng() % 9) : uint32_t(rng() % 5));
-    b.add_time_delta_ns(wide(rng));
-  }
-  int m = damaged ? int(rng() % (n + 1)) : n;
-  for (int i = 0; i < m; ++i) {
-    if (rng() % 8) b.add_addr_delta(int64_t(wide(rng)) * (rng() % 2 ? 1 : -1));
-    b.add_size(wide(rng));
-    b.add_stack(few_sites ? uint32_t(rng() % 5) : uint32_t(rng() % 3 ? rng() % 200000 : rng()));
-    b.add_alloc_fn(uint32_t(rng() % 6));
-    if (rng() % 8) b.add_pool(uint32_t(rng() % 4));
-    b.add_id_delta(int64_t(wide(rng)) * (rng() % 2 ? 1 : -1));
-    b.add_ref(int64_t(few_sites ? rng() % 4 : wide(rng)) * (rng() % 2 ? 1 : -1));
-    b.add_moved(uint32_t(rng() % 2));
-  }
-  return b;
-}
 
 // What decode_batch hands its visitor, as Events (alloc_fn and tid are not passed).
 struct Collect {

@@ -9,48 +9,17 @@
 
 #include "capture/event_decoder.h"
 #include "heapsnap.pb.h"
+#include "random_batch.h"
 
 using heapsnap::capture::Event;
 using heapsnap::capture::EventDecoder;
 using heapsnap::capture::RawColumns;
 using heapsnap::capture::RawEventDecoder;
 
+using heapsnap::testing::random_batch;
+using heapsnap::testing::wide;
+
 namespace {
-
-uint64_t wide(std::mt19937_64 &rng) {
-  switch (rng() % 4) {
-    case 0: return rng() % 128;
-    case 1: return rng() % 20000;
-    case 2: return rng() % (1ull << 35);
-    default: return rng();
-  }
-}
-
-// Random columns: kinds mostly valid, columns sometimes too short (damaged batch).
-heapsnap::wire::EventBatch random_batch(std::mt19937_64 &rng) {
-  heapsnap::wire::EventBatch b;
-  b.set_tid(uint32_t(rng()));
-  b.set_base_time_ns(wide(rng));
-  b.set_base_id(wide(rng));
-  int n = int(rng() % 300);
-  bool damaged = rng() % 4 == 0;
-  for (int i = 0; i < n; ++i) {
-    b.add_kind(rng() % 1000 == 0 ? uint32_t(rng() % 9) : uint32_t(rng() % 5));
-    b.add_time_delta_ns(wide(rng));
-  }
-  int m = damaged ? int(rng() % (n + 1)) : n;
-  for (int i = 0; i < m; ++i) {
-    b.add_addr_delta(int64_t(wide(rng)) * (rng() % 2 ? 1 : -1));
-    b.add_size(wide(rng));
-    b.add_stack(uint32_t(rng() % 3 ? rng() % 2000 : rng()));
-    b.add_alloc_fn(uint32_t(rng() % 6));
-    b.add_pool(uint32_t(rng() % 4));
-    b.add_id_delta(int64_t(wide(rng)) * (rng() % 2 ? 1 : -1));
-    b.add_ref(int64_t(wide(rng)) * (rng() % 2 ? 1 : -1));
-    b.add_moved(uint32_t(rng() % 2));
-  }
-  return b;
-}
 
 bool same(const Event &a, const Event &b) {
   return a.kind == b.kind && a.time_ns == b.time_ns && a.id == b.id && a.addr == b.addr &&

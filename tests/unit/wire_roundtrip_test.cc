@@ -32,7 +32,7 @@ std::vector<heapsnap::wire::Record> parse_all(const hs::wire::Buf &b) {
 }
 
 struct Expected {
-  hs::EventKind kind;
+  heapsnap::wire::EventKind kind;  // as EventDecoder gives it (format 1's kinds)
   uint64_t time, id, addr, size;
   uint32_t stack, fn, pool;
   bool moved;
@@ -56,20 +56,19 @@ TEST_CASE("wire: EventBatch columns round-trip through libprotobuf and EventDeco
     Expected e{};
     e.time = t;
     if (what < 5 || live.empty()) {
-      e.kind = hs::kAlloc;
+      e.kind = heapsnap::wire::ALLOC;
       e.id = next_id += 1 + (rng() % 50 == 0 ? rng() % 5000 : 0);  // new id blocks now and then
       e.size = rng() % 5 == 0 ? rng() : rng() % 300;
       e.stack = uint32_t(1 + rng() % 3000);
       e.fn = uint32_t(rng() % 6);
-      batch->begin(hs::kAlloc, t);
+      batch->begin(hs::alloc_kind(uint8_t(e.fn)), t);
       batch->new_id(e.id);
       batch->block_size(e.size);
       batch->stack_id(e.stack);
-      batch->alloc_fn(uint8_t(e.fn));
       live.push_back({e.id, e.stack});
     } else if (what < 8) {
       size_t k = rng() % 4 == 0 ? rng() % live.size() : live.size() - 1;  // mostly LIFO
-      e.kind = hs::kFree;
+      e.kind = heapsnap::wire::FREE;
       e.id = live[k].first;
       e.stack = live[k].second;
       batch->begin(hs::kFree, t);
@@ -77,20 +76,18 @@ TEST_CASE("wire: EventBatch columns round-trip through libprotobuf and EventDeco
       live.erase(live.begin() + long(k));
     } else if (what < 9) {
       size_t k = rng() % live.size();
-      e.kind = hs::kRealloc;
+      e.kind = heapsnap::wire::REALLOC;
       e.id = live[k].first;
       e.size = rng() % 100000;
       e.stack = uint32_t(1 + rng() % 3000);
       e.fn = 2;
       e.moved = rng() % 2;
-      batch->begin(hs::kRealloc, t);
+      batch->begin(e.moved ? hs::kReallocMoved : hs::kReallocInPlace, t);
       batch->block_ref(e.id);
       batch->block_size(e.size);
       batch->stack_id(e.stack);
-      batch->alloc_fn(2);
-      batch->was_moved(e.moved);
     } else {
-      e.kind = hs::kPoolAlloc;
+      e.kind = heapsnap::wire::POOL_ALLOC;
       e.id = ++next_id;
       e.addr = rng() & 0x7ffffffffff0ull;
       e.size = rng() % 1000;
@@ -127,14 +124,14 @@ TEST_CASE("wire: EventBatch columns round-trip through libprotobuf and EventDeco
       CHECK(int(ev.kind) == int(x.kind));
       CHECK(ev.time_ns == x.time);
       CHECK(ev.id == x.id);
-      if (x.kind == hs::kAlloc || x.kind == hs::kRealloc || x.kind == hs::kPoolAlloc) {
+      if (x.kind == heapsnap::wire::ALLOC || x.kind == heapsnap::wire::REALLOC || x.kind == heapsnap::wire::POOL_ALLOC) {
         CHECK(ev.size == x.size);
         CHECK(ev.stack == x.stack);
       }
-      if (x.kind == hs::kFree) CHECK(ev.stack == x.stack);
-      if (x.kind == hs::kAlloc || x.kind == hs::kRealloc) CHECK(ev.alloc_fn == x.fn);
-      if (x.kind == hs::kRealloc) CHECK(ev.moved == x.moved);
-      if (x.kind == hs::kPoolAlloc) {
+      if (x.kind == heapsnap::wire::FREE) CHECK(ev.stack == x.stack);
+      if (x.kind == heapsnap::wire::ALLOC || x.kind == heapsnap::wire::REALLOC) CHECK(ev.alloc_fn == x.fn);
+      if (x.kind == heapsnap::wire::REALLOC) CHECK(ev.moved == x.moved);
+      if (x.kind == heapsnap::wire::POOL_ALLOC) {
         CHECK(ev.addr == x.addr);
         CHECK(ev.pool == x.pool);
       }

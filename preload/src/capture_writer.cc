@@ -81,15 +81,28 @@ size_t record_extent(const uint8_t *p, size_t avail) {
 }
 
 // The compression level adapts to the stream. On the very repetitive event streams of most
-// programs zstd's level 7 is as fast as the default 5 and its output half as big (67 MB of
-// sqlite3 events: 1.09 MB at level 5, 0.58 MB at level 7, the traced run no slower); on streams
-// that repeat little it only costs time (a 4-thread stress: 20 MB at either level, 30% more
-// writer CPU at 7). So a frame that compressed kRepetitive-fold or more sends the next one to
-// kRepetitiveLevel, and one that did not back to the configured level. HEAPSNAP_ZSTD_LEVEL, when
-// given, holds for every frame.
+// programs zstd's level 11 (lazy2, a deeper search) is as fast as the default 5 and its output a
+// quarter as big: 58 MB of sqlite3 events (format 2) in 8 MB frames, 1.09 MB at level 5, 458 KB
+// at 7, 287 KB at 11, each in 0.07-0.10 s of CPU; python's 80 MB: 550, 474, 464 KB. Its default
+// tables (hashLog 22, chainLog 21: 24 MB in the traced process) are cut to 2^18 entries each
+// (2 MB), which changes the output by 0.1%. On streams that repeat little level 11 only costs
+// time (a 4-thread stress, 44 MB: 19.2 MB at 5 and 19.0 at 11, 0.28 s against 1.01 s of CPU). So
+// a frame that compressed kRepetitive-fold or more sends the next one to kRepetitiveLevel, and
+// one that did not back to the configured level. HEAPSNAP_ZSTD_LEVEL, when given, holds for
+// every frame. (Measured with the zstd command line on the frames' contents, see issue 8's note.)
 constexpr size_t kRepetitive = 16;
-constexpr int kRepetitiveLevel = 7;
+constexpr int kRepetitiveLevel = 11;
+constexpr int kRepetitiveTableLog = 18;
 int g_frame_level = 0;  // the level g_zstd is set to (0: the configured one, not yet changed)
+
+void set_frame_level(int level) {
+  ZSTD_CCtx_setParameter(g_zstd, ZSTD_c_compressionLevel, level);
+  // 0: the level's own table sizes.
+  int table_log = level == kRepetitiveLevel ? kRepetitiveTableLog : 0;
+  ZSTD_CCtx_setParameter(g_zstd, ZSTD_c_hashLog, table_log);
+  ZSTD_CCtx_setParameter(g_zstd, ZSTD_c_chainLog, table_log);
+  g_frame_level = level;
+}
 
 bool write_frame(const uint8_t *data, size_t n) {
   size_t bound = ZSTD_compressBound(n);
@@ -99,10 +112,7 @@ bool write_frame(const uint8_t *data, size_t n) {
   if (ZSTD_isError(z)) return false;
   if (!config.zstd_level_given && config.zstd_level < kRepetitiveLevel) {
     int next = n >= kRepetitive * z ? kRepetitiveLevel : config.zstd_level;
-    if (next != (g_frame_level ? g_frame_level : config.zstd_level)) {
-      ZSTD_CCtx_setParameter(g_zstd, ZSTD_c_compressionLevel, next);
-      g_frame_level = next;
-    }
+    if (next != (g_frame_level ? g_frame_level : config.zstd_level)) set_frame_level(next);
   }
   return write_all(g_compressed->data(), z);
 }

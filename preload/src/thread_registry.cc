@@ -165,7 +165,6 @@ TotalsView read_totals() {
   v.realloc_moves = g_totals.realloc_moves.load(std::memory_order_relaxed);
   v.foreign_frees = g_totals.foreign_frees.load(std::memory_order_relaxed);
   v.sampled = g_totals.sampled.load(std::memory_order_relaxed);
-  v.heap = g_totals.heap.load(std::memory_order_relaxed);
   // A thread's heap may have risen and fallen by less than kFoldBytes since its last fold: its
   // highest excursion (heap_delta_max) above the folded heap is a peak candidate too.
   int64_t best_excursion = 0;
@@ -180,11 +179,15 @@ TotalsView read_totals() {
     v.foreign_frees += load_relaxed(c.foreign_frees);
     v.sampled += load_relaxed(c.sampled);
     int64_t d = load_relaxed(c.heap_delta);
-    v.heap += d;
     int64_t excursion = load_relaxed(s->tls->heap_delta_max) - d;
     if (excursion > best_excursion) best_excursion = excursion;
   }
   registry_unlock();
+  // The current heap and the live blocks are what the cumulative figures say (every update of
+  // the heap goes with one of bytes_allocated or bytes_freed). Summing heap_delta instead gave a
+  // heap that disagreed with them whenever a running thread was caught between its counter
+  // updates (threads that outlive main, tests/integration/misbehave_cases.py threads_outlive).
+  v.heap = int64_t(v.bytes_allocated - v.bytes_freed);
   v.live_blocks = v.alloc_calls - v.free_calls;
   int64_t peak = g_totals.peak.load(std::memory_order_relaxed);
   v.peak_time = g_totals.peak_time.load(std::memory_order_relaxed);

@@ -1,15 +1,22 @@
 // The shim's hand-written encoder and libprotobuf agree: records built by preload/src are parsed
-// by the generated classes and decoded by the analyzer's EventDecoder into the same events.
+// by the generated classes and decoded by the analyzer's EventDecoder into the same events; and
+// the replay reads format 1 captures as it reads the shim's format 2.
 #include <doctest/doctest.h>
 
+#include <unistd.h>
+
+#include <cstdio>
 #include <memory>
 #include <random>
+#include <string>
 #include <vector>
 
+#include "capture/capture_file_writer.h"
 #include "capture/event_decoder.h"
 #include "event_batch.h"
 #include "heapsnap.pb.h"
 #include "private_heap.h"
+#include "replay/replay.h"
 #include "wire_encoder.h"
 
 namespace {
@@ -170,4 +177,131 @@ TEST_CASE("wire: nested messages and scalar fields match libprotobuf") {
   REQUIRE(rs[1].module().segments_size() == 1);
   CHECK(rs[1].module().segments(0).vaddr() == 0x1000);
   CHECK(rs[1].module().segments(0).flags() == 5);
+}
+
+namespace {
+
+// Format 1's encoding of a format 2 batch: ALLOC with an alloc_fn column, REALLOC with alloc_fn
+// and moved columns (what heapsnap wrote before format 2); the other columns are the same.
+heapsnap::wire::EventBatch as_format1(const heapsnap::wire::EventBatch &b) {
+  namespace w = heapsnap::wire;
+  w::EventBatch o = b;
+  o.clear_kind();
+  o.clear_alloc_fn();
+  o.clear_moved();
+  for (uint32_t k : b.kind()) {
+    if (k >= w::ALLOC_MALLOC && k <= w::ALLOC_NEW_ARRAY) {
+      o.add_kind(w::ALLOC);
+      o.add_alloc_fn(k - w::ALLOC_MALLOC);
+    } else if (k == w::REALLOC_IN_PLACE || k == w::REALLOC_MOVED) {
+      o.add_kind(w::REALLOC);
+      o.add_alloc_fn(w::FN_REALLOC);
+      o.add_moved(k == w::REALLOC_MOVED);
+    } else {
+      o.add_kind(k);
+    }
+  }
+  return o;
+}
+
+}  // namespace
+
+// The replay reads both formats: one random event stream written as the shim writes it (format 2)
+// and re-encoded as format 1 must give the same figures, in every-allocation and sampled mode.
+TEST_CASE("wire: a format 1 capture and its format 2 twin replay to the same figures") {
+  namespace w = heapsnap::wire;
+  REQUIRE(hs::heap::init());
+  std::mt19937_64 rng(777);
+  constexpr uint32_t kStacks = 40;
+  auto batch = std::make_unique<hs::EventBatch>();
+  hs::wire::Buf out;
+  std::vector<std::pair<uint64_t, uint32_t>> live;
+  uint64_t next_id = 1, t = 1000;
+  for (int i = 0; i < 30000; ++i) {
+    t += rng() % 5000;
+    int what = int(rng() % 10);
+    if (what < 5 || live.empty()) {
+      uint32_t stack = uint32_t(1 + rng() % kStacks);
+      batch->begin(hs::alloc_kind(uint8_t(rng() % 6)), t);
+      batch->new_id(next_id);
+      batch->block_size(1 + rng() % 5000);
+      batch->stack_id(stack);
+      live.push_back({next_id++, stack});
+    } else if (what < 8) {
+      size_t k = rng() % live.size();
+      batch->begin(hs::kFree, t);
+      batch->freed_block(live[k].first, live[k].second);
+      live.erase(live.begin() + long(k));
+    } else {
+      size_t k = rng() % live.size();
+      batch->begin(rng() % 2 ? hs::kReallocMoved : hs::kReallocInPlace, t);
+      batch->block_ref(live[k].first);
+      batch->block_size(1 + rng() % 20000);
+      batch->stack_id(uint32_t(1 + rng() % kStacks));
+    }
+    if (batch->full()) batch->serialize_to(out, 9);
+  }
+  batch->serialize_to(out, 9);
+  auto batches = parse_all(out);
+  REQUIRE(batches.size() > 1);
+
+  for (uint64_t mean : {uint64_t(1), uint64_t(4096)}) {
+    heapsnap::replay::ReplayResult r[2];
+    for (int format = 1; format <= 2; ++format) {
+      std::string path = std::string(P_tmpdir) + "/heapsnap-test-" + std::to_string(getpid()) + "-format" +
+                         std::to_string(format) + ".hsnap";
+      {
+        heapsnap::capture::CaptureFileWriter fw(path, uint16_t(format), 0);
+        w::Record rec;
+        rec.mutable_process()->set_pid(1);
+        rec.mutable_process()->set_sample_bytes(mean);
+        fw.add(rec);
+        for (uint32_t s = 1; s <= kStacks; ++s) {  // one node each, under the root
+          w::Record sr;
+          w::Stack *st = sr.mutable_stack();
+          st->set_id(s);
+          st->set_parent(0);
+          st->set_first_node(s);
+          st->add_frame_delta(int64_t(0x401000 + 16 * s));
+          fw.add(sr);
+        }
+        for (const auto &b : batches) {
+          w::Record er;
+          *er.mutable_events() = format == 1 ? as_format1(b.events()) : b.events();
+          fw.add(er);
+        }
+        w::Record end;
+        end.mutable_end()->set_reason("exit");
+        fw.add(end);
+        REQUIRE(fw.close());
+      }
+      std::string err;
+      r[format - 1] = heapsnap::replay::replay_with_peak(path, &err);
+      REQUIRE(err.empty());
+      CHECK(r[format - 1].problems.empty());
+      unlink(path.c_str());
+    }
+    CHECK(r[0].events == 30000);
+    CHECK(r[1].events == r[0].events);
+    CHECK(r[1].sampled_peak_bytes == r[0].sampled_peak_bytes);
+    CHECK(r[1].sampled_peak_event == r[0].sampled_peak_event);
+    uint64_t reallocs = 0, moves = 0;
+    for (uint32_t s = 1; s <= kStacks; ++s) {
+      const auto &a = r[0].by_stack[s], &b = r[1].by_stack[s];
+      CHECK(a.alloc_calls == b.alloc_calls);
+      CHECK(a.alloc_bytes == b.alloc_bytes);
+      CHECK(a.live_calls == b.live_calls);
+      CHECK(a.live_bytes == b.live_bytes);
+      CHECK(a.peak_calls == b.peak_calls);
+      CHECK(a.peak_bytes == b.peak_bytes);
+      CHECK(a.samples == b.samples);
+      CHECK(a.reallocs == b.reallocs);
+      CHECK(a.realloc_moves == b.realloc_moves);
+      reallocs += a.reallocs;
+      moves += a.realloc_moves;
+    }
+    CHECK(reallocs > 1000);  // the comparison covered reallocs that moved and that did not
+    CHECK(moves > 500);
+    CHECK(moves < reallocs);
+  }
 }

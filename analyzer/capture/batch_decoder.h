@@ -145,11 +145,18 @@ __attribute__((always_inline)) inline std::string decode_batch(const RawColumns 
     HS_TAKE(time, dt, short_time);
     t += dt;
     switch (uint32_t(k)) {
-      case wire::ALLOC: {
+      // (Columns are read independently: format 1's alloc_fn and moved can be taken first.)
+      case wire::ALLOC:  // format 1
+      case wire::ALLOC_MALLOC:
+      case wire::ALLOC_CALLOC:
+      case wire::ALLOC_REALLOC:
+      case wire::ALLOC_MEMALIGN:
+      case wire::ALLOC_NEW:
+      case wire::ALLOC_NEW_ARRAY: {
+        if (k == wire::ALLOC) HS_TAKE(fn, d, short_column);
         HS_TAKE(idd, a, short_column);
         HS_TAKE(size, b, short_column);
         HS_TAKE(stack, c, short_column);
-        HS_TAKE(fn, d, short_column);
         last_id += HS_ZIGZAG(a);
         v.alloc(t, last_id, b, uint32_t(c));
         break;
@@ -160,34 +167,19 @@ __attribute__((always_inline)) inline std::string decode_batch(const RawColumns 
         v.free(t, id);
         break;
       }
-      case wire::REALLOC: {
-        HS_TAKE(ref, a, short_column);
-        HS_TAKE(size, b, short_column);
-        HS_TAKE(stack, c, short_column);
-        HS_TAKE(fn, d, short_column);
-        HS_TAKE(moved, e, short_column);
-        v.realloc(t, last_id - (HS_ZIGZAG(a)), b, uint32_t(c), uint32_t(e) != 0);
-        break;
-      }
-      case wire::ALLOC_MALLOC:
-      case wire::ALLOC_CALLOC:
-      case wire::ALLOC_REALLOC:
-      case wire::ALLOC_MEMALIGN:
-      case wire::ALLOC_NEW:
-      case wire::ALLOC_NEW_ARRAY: {
-        HS_TAKE(idd, a, short_column);
-        HS_TAKE(size, b, short_column);
-        HS_TAKE(stack, c, short_column);
-        last_id += HS_ZIGZAG(a);
-        v.alloc(t, last_id, b, uint32_t(c));
-        break;
-      }
+      case wire::REALLOC:  // format 1
       case wire::REALLOC_IN_PLACE:
       case wire::REALLOC_MOVED: {
+        bool moved_flag = k == wire::REALLOC_MOVED;
+        if (k == wire::REALLOC) {
+          HS_TAKE(fn, d, short_column);
+          HS_TAKE(moved, e, short_column);
+          moved_flag = e != 0;
+        }
         HS_TAKE(ref, a, short_column);
         HS_TAKE(size, b, short_column);
         HS_TAKE(stack, c, short_column);
-        v.realloc(t, last_id - (HS_ZIGZAG(a)), b, uint32_t(c), k == wire::REALLOC_MOVED);
+        v.realloc(t, last_id - (HS_ZIGZAG(a)), b, uint32_t(c), moved_flag);
         break;
       }
       case wire::POOL_ALLOC: {

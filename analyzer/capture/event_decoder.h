@@ -124,13 +124,21 @@ __attribute__((always_inline)) inline bool BasicEventDecoder<Columns>::next(Even
   e->moved = false;
   bool ok = true;
   switch (kind) {
-    case wire::ALLOC:
-      ok = take_new_id(&e->id) && take_size_stack(e) && take_u32<kFn>(&e->alloc_fn);
+    case wire::ALLOC:  // format 1
+    case wire::ALLOC_MALLOC:
+    case wire::ALLOC_CALLOC:
+    case wire::ALLOC_REALLOC:
+    case wire::ALLOC_MEMALIGN:
+    case wire::ALLOC_NEW:
+    case wire::ALLOC_NEW_ARRAY:
+      ok = take_new_id(&e->id) && take_size_stack(e) &&
+           (kind == wire::ALLOC ? take_u32<kFn>(&e->alloc_fn) : (e->alloc_fn = kind - wire::ALLOC_MALLOC, true));
+      e->kind = wire::ALLOC;
       break;
     case wire::FREE:
       ok = take_freed(e);
       break;
-    case wire::REALLOC: {
+    case wire::REALLOC: {  // format 1
       uint32_t moved = 0;
       ok = take_ref(&e->id) && take_size_stack(e) && take_u32<kFn>(&e->alloc_fn) && take_u32<kMoved>(&moved);
       e->moved = moved != 0;
@@ -142,16 +150,6 @@ __attribute__((always_inline)) inline bool BasicEventDecoder<Columns>::next(Even
       e->kind = wire::REALLOC;
       e->alloc_fn = wire::FN_REALLOC;
       e->moved = kind == wire::REALLOC_MOVED;
-      break;
-    case wire::ALLOC_MALLOC:
-    case wire::ALLOC_CALLOC:
-    case wire::ALLOC_REALLOC:
-    case wire::ALLOC_MEMALIGN:
-    case wire::ALLOC_NEW:
-    case wire::ALLOC_NEW_ARRAY:
-      ok = take_new_id(&e->id) && take_size_stack(e);
-      e->kind = wire::ALLOC;
-      e->alloc_fn = kind - wire::ALLOC_MALLOC;
       break;
     case wire::POOL_ALLOC:
       ok = take_new_id(&e->id) && take_addr(&e->addr) && take_size_stack(e) && take_u32<kPool>(&e->pool);

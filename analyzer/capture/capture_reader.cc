@@ -2,6 +2,7 @@
 #include "capture/varint.h"
 
 #include <fcntl.h>
+#include <pthread.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -320,6 +321,7 @@ bool CaptureReader::read_ahead(const RecordFn &fn, SeenFrames &seen) {
   bool ready[2] = {false, false};
   bool quit = false;
   std::thread scanner([&] {
+    pthread_setname_np(pthread_self(), "hs-read-ahead");  // for top -H and perf's --sort comm
     uint64_t off = body_offset_;
     for (int i = 0;; i ^= 1) {
       {

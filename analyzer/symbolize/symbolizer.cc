@@ -1,5 +1,7 @@
 #include "symbolize/symbolizer.h"
 
+#include <pthread.h>
+
 #include <cinttypes>
 #include <condition_variable>
 #include <cstdio>
@@ -78,6 +80,7 @@ struct Symbolizer::Impl {
     if (!worker.joinable()) worker = std::thread([this] { prefetch_loop(); });
   }
   void prefetch_loop() {
+    pthread_setname_np(pthread_self(), "hs-debug-info");  // for top -H and perf's --sort comm
     std::unique_lock<std::mutex> lock(mu);
     for (;;) {
       cv.wait(lock, [this] { return !pending.empty() || stopping; });

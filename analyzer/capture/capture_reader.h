@@ -19,6 +19,9 @@ inline constexpr uint16_t kReaderMajor = 2;  // and every older one
 inline constexpr uint16_t kReaderMinor = 0;
 // A frame's decompressed size above this is treated as damage (the writer cuts at 8 MiB).
 inline constexpr uint64_t kMaxFrameBytes = 256ull << 20;
+// The writer's frames hold at most this much (preload/src/capture_writer.cc, kMaxFrameInput),
+// unless one record is bigger.
+inline constexpr size_t kWriterFrameBytes = size_t(8) << 20;
 // Zero bytes after every decompressed frame (see set_raw_events_handler).
 inline constexpr size_t kRawEventsPadding = 16;
 

@@ -9,7 +9,16 @@
 namespace hs {
 namespace {
 
-uint64_t hex(const char *&p) {
+uint64_t dec(const char *&p) {
+  uint64_t v = 0;
+  while (*p >= '0' && *p <= '9') v = v * 10 + uint64_t(*p++ - '0');
+  return v;
+}
+
+}  // namespace
+
+uint64_t parse_hex(const char *&p) {
+  if (p[0] == '0' && p[1] == 'x') p += 2;
   uint64_t v = 0;
   for (;; ++p) {
     char c = *p;
@@ -19,14 +28,6 @@ uint64_t hex(const char *&p) {
   }
   return v;
 }
-
-uint64_t dec(const char *&p) {
-  uint64_t v = 0;
-  while (*p >= '0' && *p <= '9') v = v * 10 + uint64_t(*p++ - '0');
-  return v;
-}
-
-}  // namespace
 
 long read_small_file(const char *path, char *buf, size_t cap) {
   int fd = open(path, O_RDONLY | O_CLOEXEC);
@@ -59,19 +60,19 @@ long read_proc_maps(Mapping *out, size_t cap, char *scratch, size_t scratch_size
     const char *line_end = strchr(p, '\n');
     if (!line_end) break;  // a cut last line is dropped
     Mapping &m = out[count];
-    m.start = hex(p);
+    m.start = parse_hex(p);
     if (*p++ != '-') break;
-    m.end = hex(p);
+    m.end = parse_hex(p);
     ++p;
     m.readable = p[0] == 'r';
     m.writable = p[1] == 'w';
     m.executable = p[2] == 'x';
     p += 5;
-    m.offset = hex(p);
+    m.offset = parse_hex(p);
     ++p;
-    hex(p);  // dev major
+    parse_hex(p);  // dev major
     ++p;
-    hex(p);  // dev minor
+    parse_hex(p);  // dev minor
     ++p;
     m.inode = dec(p);
     while (*p == ' ') ++p;

@@ -17,6 +17,10 @@ struct Mapping {
 // Reads the maps into out[0..cap). Returns the number of mappings, or -1 on error.
 long read_proc_maps(Mapping *out, size_t cap, char *scratch, size_t scratch_size);
 
+// A hexadecimal number at p (lower case, an optional "0x" first), as /proc writes them; p is left
+// after its last digit.
+uint64_t parse_hex(const char *&p);
+
 // Reads a small file (a /proc status line or counter) into buf with one read, NUL-terminated:
 // no stdio (it would allocate). Returns the bytes read, or -1 when it cannot be opened or read.
 long read_small_file(const char *path, char *buf, size_t cap);

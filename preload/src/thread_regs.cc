@@ -211,27 +211,18 @@ bool still_ours() {
   return (cur.sa_flags & SA_SIGINFO) && cur.sa_sigaction == on_regs_signal;
 }
 
-uint64_t parse_hex(const char *p) {
-  uint64_t v = 0;
-  if (p[0] == '0' && p[1] == 'x') p += 2;
-  for (;; ++p) {
-    int d = (*p >= '0' && *p <= '9') ? *p - '0' : (*p >= 'a' && *p <= 'f') ? *p - 'a' + 10 : -1;
-    if (d < 0) return v;
-    v = v * 16 + uint64_t(d);
-  }
-}
-
 // /proc/self/task/T/syscall: "running", or "NR a1 .. a6 SP PC", or "-1 SP PC" (blocked, not in a
 // system call). Returns false for "running" or an unreadable file.
 bool read_syscall(uint32_t tid, long *nr, uint64_t *args, uint64_t *sp, uint64_t *pc) {
   char path[64], buf[256];
   snprintf(path, sizeof(path), "/proc/self/task/%u/syscall", tid);
   if (read_small_file(path, buf, sizeof(buf)) <= 0 || buf[0] == 'r') return false;
-  char *p = buf;
-  *nr = strtol(p, &p, 10);
+  char *end = buf;
+  *nr = strtol(buf, &end, 10);
+  const char *p = end;
   uint64_t f[8];
   int k = 0;
-  while (k < 8 && *p == ' ') f[k++] = parse_hex(++p), p = strchr(p, ' ') ? strchr(p, ' ') : p + strlen(p);
+  while (k < 8 && *p == ' ') f[k++] = parse_hex(++p);
   if (*nr == -1 && k >= 2) {
     *sp = f[0], *pc = f[1];
     return true;
@@ -372,7 +363,8 @@ Result handshake() {
     r.tid = tid;
     g_slot_of[n] = UINT32_MAX;
     ++n;
-    bool masked = g_sig && blk && (parse_hex(blk + 9) >> (g_sig - 1) & 1);
+    const char *mask = blk ? blk + 9 : nullptr;
+    bool masked = g_sig && mask && (parse_hex(mask) >> (g_sig - 1) & 1);
     bool signal = false;
     long nr = 0;
     uint64_t args[6] = {}, sp = 0, pc = 0;

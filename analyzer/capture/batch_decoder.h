@@ -147,12 +147,7 @@ __attribute__((always_inline)) inline std::string decode_batch(const RawColumns 
     switch (uint32_t(k)) {
       // (Columns are read independently: format 1's alloc_fn and moved can be taken first.)
       case wire::ALLOC:  // format 1
-      case wire::ALLOC_MALLOC:
-      case wire::ALLOC_CALLOC:
-      case wire::ALLOC_REALLOC:
-      case wire::ALLOC_MEMALIGN:
-      case wire::ALLOC_NEW:
-      case wire::ALLOC_NEW_ARRAY: {
+      case wire::ALLOC_MALLOC ... wire::ALLOC_NEW_ARRAY: {
         if (k == wire::ALLOC) HS_TAKE(fn, d, short_column);
         HS_TAKE(idd, a, short_column);
         HS_TAKE(size, b, short_column);

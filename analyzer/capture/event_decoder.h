@@ -14,9 +14,8 @@
 namespace heapsnap::capture {
 
 struct Event {
-  wire::EventKind kind;
+  wire::EventKind kind;  // format 2's kinds come out as format 1's: ALLOC with alloc_fn, REALLOC with moved
   uint64_t time_ns;      // since capture start
-  // Format 2's kinds come out as format 1's: ALLOC with alloc_fn, REALLOC with moved.
   uint64_t id;           // the block's sample id (ALLOC/POOL_ALLOC: new; FREE/REALLOC: ended or resized)
   uint64_t addr;         // POOL_ALLOC: the object's address
   uint64_t size;         // ALLOC, REALLOC, POOL_ALLOC
@@ -125,12 +124,7 @@ __attribute__((always_inline)) inline bool BasicEventDecoder<Columns>::next(Even
   bool ok = true;
   switch (kind) {
     case wire::ALLOC:  // format 1
-    case wire::ALLOC_MALLOC:
-    case wire::ALLOC_CALLOC:
-    case wire::ALLOC_REALLOC:
-    case wire::ALLOC_MEMALIGN:
-    case wire::ALLOC_NEW:
-    case wire::ALLOC_NEW_ARRAY:
+    case wire::ALLOC_MALLOC ... wire::ALLOC_NEW_ARRAY:
       ok = take_new_id(&e->id) && take_size_stack(e) &&
            (kind == wire::ALLOC ? take_u32<kFn>(&e->alloc_fn) : (e->alloc_fn = kind - wire::ALLOC_MALLOC, true));
       e->kind = wire::ALLOC;

@@ -41,7 +41,7 @@ TEST_CASE("raw events: the same events and errors as libprotobuf's parse, on ran
     REQUIRE(cols.parse(reinterpret_cast<const uint8_t *>(bytes.data()), bytes.size()));
     EventDecoder ref(parsed);
     RawEventDecoder raw(cols);
-    Event x, y;
+    Event x{}, y{};  // (next() fills them when it returns true; gcc cannot tell)
     for (;;) {
       bool a = ref.next(&x), c = raw.next(&y);
       REQUIRE(a == c);

@@ -40,15 +40,23 @@ std::string hex_offset(uint64_t off) {
   return b;
 }
 
-
-// Huge pages for the whole 2 MiB pages inside [p, p + n): a frame buffer's first touch then
-// costs a fault per 2 MiB instead of per 4 KiB. Only a hint.
-void advise_huge_pages(void *p, size_t n) {
-  constexpr uintptr_t kHuge = uintptr_t(2) << 20;
-  uintptr_t lo = (reinterpret_cast<uintptr_t>(p) + kHuge - 1) & ~(kHuge - 1);
-  uintptr_t hi = (reinterpret_cast<uintptr_t>(p) + n) & ~(kHuge - 1);
-  if (hi > lo) madvise(reinterpret_cast<void *>(lo), hi - lo, MADV_HUGEPAGE);
-}
+// Frame buffers. Release builds take the writer's frame size at once: growing step by step (1.5,
+// 2.3, 3.5, 5.3 MB for a python capture) faulted every new buffer in afresh, and freed buffers
+// moved glibc's mmap threshold so that the next ones came from the heap top, faulted in again: a
+// quarter of a replay's page faults. Untouched pages cost nothing. AddressSanitizer builds (the
+// unit suite and the fuzz targets) allocate exactly what a growing frame needs, so that a decoder
+// reading past the padding (see set_raw_events_handler) is caught.
+#if defined(__SANITIZE_ADDRESS__)
+constexpr bool kExactFrameBuffers = true;
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+constexpr bool kExactFrameBuffers = true;
+#else
+constexpr bool kExactFrameBuffers = false;
+#endif
+#else
+constexpr bool kExactFrameBuffers = false;
+#endif
 
 }  // namespace
 
@@ -262,14 +270,11 @@ void CaptureReader::scan(uint64_t off, Frame &f, SeenFrames &seen) {
       // Grown without copying or clearing, the old buffer freed first: a vector's resize held
       // both (4 + 8 MB at once) and zeroed what the decompressor writes anyway.
       f.buf.reset();
-      // At least the writer's frame size (8 MiB) at once: growing step by step (1.5, 2.3, 3.5,
-      // 5.3 MB for a python capture) faulted every new buffer in afresh, and freed buffers moved
-      // glibc's mmap threshold so that the next ones came from the heap top, faulted in again:
-      // a quarter of the replay's page faults. Untouched pages of the big buffer cost nothing.
-      f.cap = std::max(want, std::min(std::max(f.cap * 3 / 2, kWriterFrameBytes), size_t(kMaxFrameBytes)) +
-                                 kRawEventsPadding);
+      f.cap = kExactFrameBuffers
+                  ? want
+                  : std::max(want, std::min(std::max(f.cap * 3 / 2, kWriterFrameBytes), size_t(kMaxFrameBytes)) +
+                                       kRawEventsPadding);
       f.buf.reset(new uint8_t[f.cap]);
-      advise_huge_pages(f.buf.get(), f.cap);
     }
     size_t got = ZSTD_decompressDCtx(dctx, f.buf.get(), size_t(content), p, fsize);
     if (ZSTD_isError(got) || got != content) {

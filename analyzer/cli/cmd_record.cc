@@ -1,4 +1,5 @@
 // heapsnap record [options] -- program args...: runs the program with the shim preloaded.
+#include <dirent.h>
 #include <fcntl.h>
 #include <libgen.h>
 #include <signal.h>
@@ -7,6 +8,7 @@
 #include <unistd.h>
 
 #include <cstdio>
+#include <algorithm>
 #include <cstring>
 #include <string>
 #include <vector>
@@ -39,6 +41,81 @@ struct Options {
 };
 
 bool parse_size(const std::string &s, uint64_t *out);
+
+// The captures of the processes the program started (forked or exec'd ones write their own,
+// preload/src/capture_writer.cc open_output): the output name with %p expanded to another pid,
+// or the name taken plus ".PID" or ".PID.N", modified since the run began. Full paths, in the
+// order their pids came.
+std::vector<std::string> child_captures(const std::string &pattern, const std::string &main_path,
+                                        const timespec &since) {
+  std::vector<std::string> found;
+  size_t slash = pattern.rfind('/');
+  std::string dir = slash == std::string::npos ? "." : pattern.substr(0, slash);
+  std::string base = slash == std::string::npos ? pattern : pattern.substr(slash + 1);
+  if (dir.find("%p") != std::string::npos) return found;  // one directory per process: not listed
+  size_t at = base.find("%p");
+  std::string prefix = at == std::string::npos ? base + "." : base.substr(0, at);
+  std::string suffix = at == std::string::npos ? "" : base.substr(at + 2);
+  auto digits = [](const std::string &t, size_t *i) {
+    size_t start = *i;
+    while (*i < t.size() && t[*i] >= '0' && t[*i] <= '9') ++*i;
+    return *i > start;
+  };
+  // prefix DIGITS suffix, then (with %p only: a name taken twice) up to two ".DIGITS".
+  auto matches = [&](const std::string &name) {
+    if (name.compare(0, prefix.size(), prefix) != 0) return false;
+    size_t i = prefix.size();
+    if (!digits(name, &i) || name.compare(i, suffix.size(), suffix) != 0) return false;
+    i += suffix.size();
+    for (int extra = 0; extra < 2 && i < name.size(); ++extra) {
+      if (name[i] != '.') return false;
+      ++i;
+      if (!digits(name, &i)) return false;
+    }
+    return i == name.size();
+  };
+  DIR *d = opendir(dir.c_str());
+  if (!d) return found;
+  std::vector<std::pair<std::string, timespec>> hits;
+  while (dirent *e = readdir(d)) {
+    std::string name = e->d_name;
+    std::string path = dir + "/" + name;
+    if (path == main_path || !matches(name)) continue;
+    struct stat st;
+    if (lstat(path.c_str(), &st) != 0 || !S_ISREG(st.st_mode)) continue;
+    const timespec &m = st.st_mtim;
+    bool older = m.tv_sec < since.tv_sec || (m.tv_sec == since.tv_sec && m.tv_nsec < since.tv_nsec);
+    // (A filesystem that keeps whole seconds only, or even ones: a second's grace.)
+    if (older && !(m.tv_nsec == 0 && m.tv_sec + 2 >= since.tv_sec)) continue;  // an older run's
+    hits.push_back({path, st.st_mtim});
+  }
+  closedir(d);
+  // Pids as numbers: shorter names first, then by name.
+  std::sort(hits.begin(), hits.end(), [](const auto &a, const auto &b) {
+    return a.first.size() != b.first.size() ? a.first.size() < b.first.size() : a.first < b.first;
+  });
+  for (auto &h : hits) found.push_back(h.first);
+  return found;
+}
+
+// "wrote X (size)", and the children's captures after it.
+void say_written(const std::string &written, bool have, const struct stat &st,
+                 const std::vector<std::string> &children) {
+  if (have)
+    fprintf(stderr, "heapsnap: wrote %s (%s)\n", written.c_str(), human_bytes(double(st.st_size)).c_str());
+  else
+    print_warning("no capture was written to %s (statically linked or setuid program?)", written.c_str());
+  if (children.empty()) return;
+  constexpr size_t kNamed = 8;
+  std::string names;
+  for (size_t i = 0; i < children.size() && i < kNamed; ++i) {
+    size_t slash = children[i].rfind('/');
+    names += " " + children[i].substr(slash == std::string::npos ? 0 : slash + 1);
+  }
+  if (children.size() > kNamed) names += " ... (" + std::to_string(children.size() - kNamed) + " more)";
+  fprintf(stderr, "heapsnap: %s %zu capture%s of processes it started:%s (`heapsnap summary FILE` says what each ran)\n",
+          have ? "and" : "wrote", children.size(), children.size() == 1 ? "" : "s", names.c_str());
+}
 
 // --snapshot-registers: off, or a real-time signal (the shim's parse_signal in thread_regs.cc
 // takes the same forms; it also refuses one the program handles, and says so in the snapshot).
@@ -179,6 +256,10 @@ int run(const Options &o) {
     if (getcwd(cwd, sizeof(cwd))) output = std::string(cwd) + "/" + output;
   }
 
+  // The clock file times come from (the coarse one: the precise clock is ahead of it by up to a
+  // tick, and a child's capture made at once would look older than the run).
+  timespec started{};
+  clock_gettime(CLOCK_REALTIME_COARSE, &started);
   int status_pipe[2];
   if (pipe2(status_pipe, O_CLOEXEC) != 0) return kExitCannotRun;
   pid_t pid = fork();
@@ -226,12 +307,7 @@ int run(const Options &o) {
   if (auto at = written.find("%p"); at != std::string::npos) written.replace(at, 2, std::to_string(pid));
   struct stat st;
   bool have = stat(written.c_str(), &st) == 0;
-  if (!o.quiet) {
-    if (have)
-      fprintf(stderr, "heapsnap: wrote %s (%s)\n", written.c_str(), human_bytes(double(st.st_size)).c_str());
-    else
-      print_warning("no capture was written to %s (statically linked or setuid program?)", written.c_str());
-  }
+  if (!o.quiet) say_written(written, have, st, child_captures(output, written, started));
   if (WIFSIGNALED(status)) {
     int sig = WTERMSIG(status);
     if (!o.quiet)

@@ -14,6 +14,7 @@ import os
 import shutil
 import subprocess
 import sys
+import time
 
 import casekit
 from casekit import fail, check
@@ -157,6 +158,23 @@ def case_fork(r, a):
         check(child["fork_child"] and not parent["fork_child"], "fork: child capture is marked as such")
         check(child["pid"] != parent["pid"], "fork: child capture has the child's pid")
         counts.append((parent["alloc_calls"], child["alloc_calls"]))
+    # Without -q, record names the child's capture after the program's (and no capture of an
+    # earlier run: the N1 run's child capture is still in the directory, under another name).
+    out = os.path.join(r.work, "fork-named.hsnap")
+    for f in os.listdir(r.work):
+        if f.startswith("fork-named.hsnap"):
+            os.unlink(os.path.join(r.work, f))
+    old_kid = out + ".1"
+    with open(old_kid, "wb") as f:
+        f.write(b"an older run's")
+    os.utime(old_kid, (time.time() - 3600, time.time() - 3600))
+    rec = subprocess.run([a.heapsnap, "record", "-f", "-o", out, "--", a.c_prog, "fork", str(N1)],
+                         capture_output=True, timeout=300)
+    err = rec.stderr.decode()
+    kids = [f for f in os.listdir(r.work) if f.startswith("fork-named.hsnap.") and f != "fork-named.hsnap.1"]
+    check(len(kids) == 1 and ("and 1 capture of processes it started: %s " % kids[0]) in err,
+          "record names the child's capture %s on stderr: %r" % (kids, err))
+    check("fork-named.hsnap.1 " not in err, "record does not name an older run's file: %r" % err)
     dp = counts[1][0] - counts[0][0]
     dc = counts[1][1] - counts[0][1]
     check(dp == N2 - N1, "fork: parent alloc_calls delta %d == %d" % (dp, N2 - N1))

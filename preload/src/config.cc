@@ -121,6 +121,13 @@ bool read_config() {
     uint64_t v;
     if (parse_u64(s, &v) && v >= 1 && v <= 10000) config.flush_ms = uint32_t(v);
   }
+  config.unwinder = 0;  // unwind::kFast
+  config.unwind_check[0] = 0;
+  if (const char *s = getenv("HEAPSNAP_UNWINDER")) {
+    if (strcmp(s, "libunwind") == 0) config.unwinder = 1;    // unwind::kLibunwindOnly
+    else if (strcmp(s, "check") == 0) config.unwinder = 2;   // unwind::kCheck
+  }
+  if (const char *s = getenv("HEAPSNAP_UNWIND_CHECK")) snprintf(config.unwind_check, sizeof(config.unwind_check), "%s", s);
   config.zstd_level = kDefaultZstdLevel;
   config.zstd_level_given = false;
   if (const char *s = getenv("HEAPSNAP_ZSTD_LEVEL")) {

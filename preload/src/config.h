@@ -17,6 +17,8 @@ struct Config {
   bool debug;                 // HEAPSNAP_DEBUG=1: the shim says on stderr why it stopped tracing
   int zstd_level;             // HEAPSNAP_ZSTD_LEVEL (1..19)
   bool zstd_level_given;      // set by HEAPSNAP_ZSTD_LEVEL: used as is (no adaptive level)
+  int unwinder;               // HEAPSNAP_UNWINDER=fast|libunwind|check (unwind::Mode)
+  char unwind_check[512];     // HEAPSNAP_UNWIND_CHECK: check mode's report file
 
   // HEAPSNAP_SNAPSHOT: comma-separated triggers, e.g. "exit,signal:USR2,every:30,heap:2G,
   // rss:3G,max:5,contents". Any trigger turns on the full live-block table (see info_shadow.h).

@@ -8,6 +8,8 @@
 
 #include <cstring>
 
+#include "fast_unwind.h"
+
 #include "private_heap.h"
 #include "tracer.h"
 
@@ -147,6 +149,8 @@ void refresh(bool force) {
       pend.records.u64(2, coarse_rel_ns());
       wire::end_record(pend.records, m);
     }
+    // A library gone: its code's unwinding rules must not outlive it (another may load there).
+    if (keep != g_count) fast_unwind::code_changed();
     g_count = keep;
     g_adds = pend.adds;
     g_subs = pend.subs;

@@ -130,7 +130,8 @@ HS_INLINE uint32_t capture_stack(ThreadState *s, uintptr_t ra) {
   unwind::Buffer buf;
   bool truncated = false;
   const uintptr_t *frames = nullptr;
-  int n = unwind::capture(ra, buf, config.max_stack_depth, &truncated, &frames);
+  int n = unwind::capture(ra, buf, config.max_stack_depth, &truncated, &frames, s->unwind_cache, s->stack_lo,
+                          s->stack_hi);
   uint64_t h = hash_frames(frames, n, truncated);
   const StackCacheEntry &c = s->stack_cache[h & (ThreadState::kStackCacheSize - 1)];
   if (HS_LIKELY(c.hash == h)) return c.id;

@@ -108,6 +108,7 @@ void unregister_thread(ThreadState *s) {
   s->lock.unlock();
   outbox_unlock();
   g_totals.live_threads.fetch_sub(1, std::memory_order_relaxed);
+  fast_unwind::release(s->unwind_cache);
   s->~ThreadState();
   heap::release(s);
 }
@@ -144,6 +145,7 @@ void registry_after_fork_child() {
       ++live;
     } else {
       fold_counters(*s->tls);
+      fast_unwind::release(s->unwind_cache);
       s->~ThreadState();
       heap::release(s);
     }

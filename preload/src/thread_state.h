@@ -9,6 +9,7 @@
 
 #include "common.h"
 #include "event_batch.h"
+#include "fast_unwind.h"
 #include "spinlock.h"
 
 namespace hs {
@@ -159,7 +160,8 @@ struct ThreadState {
   ThreadState *next;          // registry list
   StackCacheEntry stack_cache[kStackCacheSize];
   uint64_t next_id, id_limit;  // this thread's reserved range of sample ids
-  uint64_t stack_lo, stack_hi; // the thread's stack mapping (roots of heap snapshots)
+  uint64_t stack_lo, stack_hi; // the thread's stack mapping (roots of heap snapshots, unwinding)
+  fast_unwind::Cache *unwind_cache;  // the stack walker's (allocated at the first sample)
   EventBatch batch;
 };
 

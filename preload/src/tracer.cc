@@ -183,6 +183,7 @@ __attribute__((destructor)) void heapsnap_finish() {
   writer_stop_thread();
   snapshot::at_exit();
   writer_finish("exit");
+  unwind::write_check_report(config.unwind_check);
   --t_local.guard;
 }
 
@@ -196,6 +197,7 @@ void finish_before_process_ends(const char *reason) {
   if (strcmp(reason, "exec") == 0) snapshot::drain();
   else snapshot::at_exit();
   writer_finish(reason);
+  unwind::write_check_report(config.unwind_check);
   --t_local.guard;
 }
 

@@ -13,6 +13,7 @@ Exit status: 0 pass, 1 fail, 77 skipped (meson's convention).
 import json
 import os
 import re
+import shutil
 import signal
 import subprocess
 import time
@@ -454,6 +455,45 @@ def case_glibc_owner(r, a):
     tr = r.run([r.prog, "owner"], env=env, what="traced run")
     check(tr.returncode == 0 and all(l.endswith(": yes") for l in tr.stdout.decode().splitlines()),
           "owner through LD_PRELOAD: every check says yes")
+
+
+def case_unwinder_check(r, a):
+    # The shim's stack walker (preload/src/fast_unwind.h) against libunwind on every sampled
+    # stack: HEAPSNAP_UNWINDER=check unwinds each both ways, records libunwind's, and counts the
+    # stacks that differ. Runs where the walker must step aside: a handler on the main stack (the
+    # signal frame has no rule the walker takes), one on an alternate stack, a plugin loaded and
+    # unloaded in a loop, threads, a forking thread; and python's deep interpreter stacks.
+    report = os.path.join(r.work, "unwind-check.txt")
+    env = dict(r.env, HEAPSNAP_UNWINDER="check", HEAPSNAP_UNWIND_CHECK=report)
+    side = os.path.join(r.work, "unwind-check-side")
+    runs = [("signal_alloc", [20000, side]), ("altstack_alloc", [20000]), ("dlopen", [100, r.plugin]),
+            ("threads_outlive", [4, 30]), ("fork_from_thread", [])]
+    # (fork_from_thread allocates little: its walks are few.)
+    python = "/usr/bin/python3" if os.path.exists("/usr/bin/python3") else shutil.which("python3")
+    progs = [(None, m, args) for m, args in runs]
+    if python:
+        script = ("import json, re\n"
+                  "d = [{'k%d' % i: [str(j) * 3 for j in range(i % 7)]} for i in range(20000)]\n"
+                  "s = json.dumps(d); json.loads(s); print(len(re.findall(r'k1\\d', s)))\n")
+        progs.append((python, "-c", [script]))
+    for prog, mode, args in progs:
+        if os.path.exists(report):
+            os.unlink(report)
+        tr, path = r.record("unwind-check-" + ("python" if prog else mode), mode, *args, env=env, prog=prog)
+        check(tr.returncode == 0, "unwinder check %s: runs (%d: %s)" % (mode, tr.returncode, tr.stderr.decode()[-300:]))
+        text = open(report).read() if os.path.exists(report) else ""
+        # One block per process of the run (a forked child adds its own).
+        found = re.findall(r"walks (\d+) same (\d+) differ (\d+) declined (\d+)", text)
+        check(found, "unwinder check %s: the report was written (%r)" % (mode, text))
+        walks, same, differ, declined = [sum(int(f[i]) for f in found) for i in range(4)]
+        print("  %s: %s" % (mode if not prog else "python", " / ".join(text.splitlines()[:2])))
+        check(walks > (0 if mode == "fork_from_thread" else 500), "unwinder check %s: stacks compared (%d)" % (mode, walks))
+        check(differ == 0, "unwinder check %s: the walker's stacks are libunwind's (%s)" % (mode, text))
+        check(same + declined == walks and same > walks // 2,
+              "unwinder check %s: the walker did most walks itself (%d of %d)" % (mode, same, walks))
+        if mode == "altstack_alloc":
+            other = sum(int(x) for x in re.findall(r"other stack (\d+)", text))
+            check(other > 0, "unwinder check: the walks on the alternate stack went to libunwind (%d)" % other)
 
 
 if __name__ == "__main__":

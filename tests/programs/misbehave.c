@@ -249,6 +249,44 @@ static void on_alarm(int sig) {
   errno = saved;
 }
 
+// A handler on an alternate signal stack allocates (the shim's stack walker finds itself off the
+// thread's stack and leaves the walk to libunwind), between allocations of main's own.
+static volatile int altstack_allocs;
+static void on_usr1_altstack(int sig) {
+  (void)sig;
+  int saved = errno;
+  char *p = malloc(64 + (size_t)altstack_allocs % 32);
+  if (p) {
+    p[0] = 1;
+    ++altstack_allocs;
+  }
+  free(p);
+  errno = saved;
+}
+
+static int mode_altstack_alloc(long n) {
+  stack_t ss;
+  memset(&ss, 0, sizeof(ss));
+  ss.ss_size = 1 << 16;
+  ss.ss_sp = malloc(ss.ss_size);
+  sigaltstack(&ss, NULL);
+  struct sigaction sa;
+  memset(&sa, 0, sizeof(sa));
+  sa.sa_handler = on_usr1_altstack;
+  sa.sa_flags = SA_RESTART | SA_ONSTACK;
+  sigemptyset(&sa.sa_mask);
+  sigaction(SIGUSR1, &sa, NULL);
+  for (long i = 0; i < n; ++i) {
+    void *a = malloc(24 + (size_t)(i % 5) * 8);
+    if (i % 10 == 0) raise(SIGUSR1);
+    free(a);
+  }
+  ss.ss_flags = SS_DISABLE;
+  sigaltstack(&ss, NULL);
+  printf("altstack_alloc: the handler allocated %d times\n", altstack_allocs);
+  return 0;
+}
+
 // With with_signals = 0 the same program runs without the timer: the baseline of the exact totals.
 static int mode_signal_alloc(long n, const char *side, int with_signals) {
   // Pre-fill the handler's bins (sizes 200..247: chunk sizes 208..256).
@@ -621,6 +659,7 @@ int main(int argc, char **argv) {
   if (!strcmp(m, "threads_outlive")) return mode_threads_outlive(n, argc > 3 ? atol(argv[3]) : 30);
   if (!strcmp(m, "fork_from_thread")) return mode_fork_from_thread();
   if (!strcmp(m, "main_pthread_exit")) return mode_main_pthread_exit(n, argc > 3 ? atol(argv[3]) : 20000);
+  if (!strcmp(m, "altstack_alloc")) return mode_altstack_alloc(n);
   if (!strcmp(m, "signal_alloc") || !strcmp(m, "signal_alloc_baseline"))
     return mode_signal_alloc(n, argc > 3 ? argv[3] : NULL, !strcmp(m, "signal_alloc"));
   if (!strcmp(m, "child")) return mode_child(n);

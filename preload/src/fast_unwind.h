@@ -6,13 +6,13 @@
 // thread's previous sample (measured on their captures). libunwind walks every frame each time.
 //
 // How: each frame is stepped with the rule .eh_frame gives for its address (frame_rules.h,
-// cached per thread by address). The thread keeps its previous walk: every frame's state (pc,
-// stack pointer, rbp) and what the walk read from the stack. When a new walk reaches a frame in
-// the same state as a frame of the previous walk, and every stack word the previous walk read
-// from there on (return addresses, saved rbp) still holds what it read, the rest of the walk is
-// the previous one's: stepping is a function of the frame's state, the stack's contents and the
-// rules of the code, and none of them changed. So the result is exactly the full walk's, and the
-// frames above the join cost one or two loads each instead of a step.
+// cached per thread by address). The thread remembers its last walks (8 when sampling densely):
+// every frame's state (pc, stack pointer, rbp) and what the walk read from the stack. When a new
+// walk reaches a frame in the same state as a frame of a remembered walk, and every stack word
+// that walk read from there on (return addresses, saved rbp) still holds what it read, the rest
+// of the walk is the remembered one's: stepping is a function of the frame's state, the stack's
+// contents and the rules of the code, and none of them changed. So the result is exactly the
+// full walk's, and the frames above the join cost one or two loads each instead of a step.
 //
 // Safety: every stack read is bounded by the thread's stack [lo, hi); a frame outside it, a
 // rule the walker does not take (frame_rules.h), or a stack deeper than kFrames ends the attempt
@@ -23,7 +23,7 @@
 
 namespace hs::fast_unwind {
 
-struct Cache;  // one per thread, in the private heap (about 48 KiB)
+struct Cache;  // one per thread, in the private heap (32 KiB, and 8 KiB per remembered walk)
 
 // Why a walk was left to libunwind.
 enum Declined : int {
@@ -44,5 +44,7 @@ uintptr_t declined_pc(const Cache *cache);
 
 void release(Cache *cache);
 void code_changed();
+// Dense sampling (every allocation, or close) remembers several walks per thread, sparse one.
+void set_sampling(uint64_t mean_bytes);
 
 }  // namespace hs::fast_unwind

@@ -38,6 +38,7 @@ std::atomic<bool> g_have_difference{false};
 
 void init() {
   g_mode = config.unwinder;
+  fast_unwind::set_sampling(config.sample_bytes);
 #if !defined(__SANITIZE_THREAD__)
   // Per-thread caching makes unw_backtrace's fast path (x86_64 frame classification cache)
   // effective; measured ~0.5 us per stack on this class of machine.

@@ -461,12 +461,14 @@ def case_unwinder_check(r, a):
     # The shim's stack walker (preload/src/fast_unwind.h) against libunwind on every sampled
     # stack: HEAPSNAP_UNWINDER=check unwinds each both ways, records libunwind's, and counts the
     # stacks that differ. Runs where the walker must step aside: a handler on the main stack (the
-    # signal frame has no rule the walker takes), one on an alternate stack, a plugin loaded and
-    # unloaded in a loop, threads, a forking thread; and python's deep interpreter stacks.
+    # signal frame has no rule the walker takes), one on an alternate stack, frames whose CFA is
+    # rbp's and whose size changes call to call, a plugin loaded and unloaded in a loop, threads,
+    # a forking thread; and python's deep interpreter stacks.
     report = os.path.join(r.work, "unwind-check.txt")
     env = dict(r.env, HEAPSNAP_UNWINDER="check", HEAPSNAP_UNWIND_CHECK=report)
     side = os.path.join(r.work, "unwind-check-side")
-    runs = [("signal_alloc", [20000, side]), ("altstack_alloc", [20000]), ("dlopen", [100, r.plugin]),
+    runs = [("signal_alloc", [20000, side]), ("altstack_alloc", [20000]), ("alloca_frames", [20000]),
+            ("dlopen", [100, r.plugin]),
             ("threads_outlive", [4, 30]), ("fork_from_thread", [])]
     # (fork_from_thread allocates little: its walks are few.)
     python = "/usr/bin/python3" if os.path.exists("/usr/bin/python3") else shutil.which("python3")

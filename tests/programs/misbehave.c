@@ -4,6 +4,7 @@
 // over dlopen/dlclose, pokes at glibc's malloc tunables. Output never depends on addresses, pids
 // or timing, so a native run and a traced run must print the same bytes and exit the same way.
 #define _GNU_SOURCE
+#include <alloca.h>
 #include <dlfcn.h>
 #include <errno.h>
 #include <malloc.h>
@@ -247,6 +248,38 @@ static void on_alarm(int sig) {
   free(p);
   ++alarm_hits;
   errno = saved;
+}
+
+// Frames whose CFA comes from rbp (alloca makes gcc keep a frame pointer) and whose size changes
+// from call to call, at depths that change too: the same return addresses at other stack
+// addresses, and the same stack addresses under other callers. The shim's stack walker may reuse
+// a remembered walk only where it provably holds (HEAPSNAP_UNWINDER=check counts differences).
+__attribute__((noinline)) static void *alloca_level(int depth, size_t pad, long i) {
+  char *buf = alloca(pad);
+  buf[0] = (char)i;
+  __asm__ volatile("" : : "r"(buf) : "memory");
+  void *p;
+  if (depth == 0) p = malloc(16 + (size_t)(i % 7) * 8);
+  else p = alloca_level(depth - 1, 16 + (size_t)((i * 7 + depth) % 5) * 64, i);
+  __asm__ volatile("" : : "r"(p) : "memory");  // no tail call
+  return p;
+}
+
+__attribute__((noinline)) static void *alloca_other_caller(long i) {
+  void *p = alloca_level(1 + (int)(i % 2), 48, i);
+  __asm__ volatile("" : : "r"(p) : "memory");
+  return p;
+}
+
+static int mode_alloca_frames(long n) {
+  long sum = 0;
+  for (long i = 0; i < n; ++i) {
+    void *p = (i % 5 == 0) ? alloca_other_caller(i) : alloca_level(1 + (int)(i % 4), 32 + (size_t)(i % 3) * 48, i);
+    sum += p != NULL;
+    free(p);
+  }
+  printf("alloca_frames: %ld blocks\n", sum);
+  return 0;
 }
 
 // A handler on an alternate signal stack allocates (the shim's stack walker finds itself off the
@@ -660,6 +693,7 @@ int main(int argc, char **argv) {
   if (!strcmp(m, "fork_from_thread")) return mode_fork_from_thread();
   if (!strcmp(m, "main_pthread_exit")) return mode_main_pthread_exit(n, argc > 3 ? atol(argv[3]) : 20000);
   if (!strcmp(m, "altstack_alloc")) return mode_altstack_alloc(n);
+  if (!strcmp(m, "alloca_frames")) return mode_alloca_frames(n);
   if (!strcmp(m, "signal_alloc") || !strcmp(m, "signal_alloc_baseline"))
     return mode_signal_alloc(n, argc > 3 ? argv[3] : NULL, !strcmp(m, "signal_alloc"));
   if (!strcmp(m, "child")) return mode_child(n);

@@ -72,6 +72,7 @@ constexpr uint8_t kRuleMissing = 0x80;
 // result handed out, leaf first, without a copy.
 struct Walk {
   int start;          // kFrames: empty
+  uint32_t stack_id;  // the interned id of its stack (0: not known)
   uint8_t end;        // End
   uintptr_t end_cfa;  // kEndZeroReturn: where the walk read the 0
   uintptr_t ip[kFrames], sp[kFrames], bp[kFrames];
@@ -153,6 +154,7 @@ void used(Cache *c, int i) {
 void set_start(Cache *c, int i, int start) {
   Walk &w = c->walk[i];
   w.start = start;
+  w.stack_id = 0;
   c->leaf_sp[i] = start < kFrames ? w.sp[start] : 0;
   c->leaf_ip[i] = start < kFrames ? w.ip[start] : 0;
 }
@@ -169,6 +171,10 @@ int victim(const Cache *c) {
 
 uintptr_t declined_pc(const Cache *c) { return c ? c->declined_pc : 0; }
 
+void forget_ids(Cache *c) {
+  for (int i = 0; c && i < c->walks; ++i) c->walk[i].stack_id = 0;
+}
+
 void code_changed() { g_code_gen.fetch_add(1, std::memory_order_relaxed); }
 
 void set_sampling(uint64_t mean_bytes) { g_dense = mean_bytes <= kDenseSampleBytes; }
@@ -178,7 +184,7 @@ void release(Cache *cache) {
 }
 
 __attribute__((no_sanitize("address", "undefined"))) HS_NOINLINE int walk(Cache *&cache, uint64_t lo, uint64_t hi,
-                                                                        const uintptr_t **out) {
+                                                                        const uintptr_t **out, uint32_t **id) {
   Regs r;
   hs_unwind_regs(&r);
   if (!lo || !in_stack(r.sp, lo, hi)) return kOtherStack;  // sigaltstack, a coroutine's
@@ -221,6 +227,7 @@ __attribute__((no_sanitize("address", "undefined"))) HS_NOINLINE int walk(Cache 
     if (first_change(w, k) >= 0) continue;
     used(c, i);
     *out = &w.ip[k];
+    *id = &w.stack_id;
     return kFrames - k;
   }
   // Else a join further out is looked for in the two walks that served last only: looking
@@ -250,7 +257,9 @@ __attribute__((no_sanitize("address", "undefined"))) HS_NOINLINE int walk(Cache 
       // Join: this walk is the n fresh frames, then w's from frame k.
       used(c, i);
       if (n == 0) {
+        // A part of w (its frames below k are not this stack's): no id of its own.
         *out = &w.ip[k];
+        *id = nullptr;
         return kFrames - k;
       }
       int d = victim(c);
@@ -274,6 +283,7 @@ __attribute__((no_sanitize("address", "undefined"))) HS_NOINLINE int walk(Cache 
       set_start(c, d, start);
       used(c, d);
       *out = &to.ip[start];
+      *id = &to.stack_id;
       return kFrames - start;
     }
     if (n == kFrames) return kTooDeep;
@@ -325,6 +335,7 @@ __attribute__((no_sanitize("address", "undefined"))) HS_NOINLINE int walk(Cache 
   to.end_cfa = end_cfa;
   used(c, d);
   *out = &to.ip[start];
+  *id = &to.stack_id;
   return n;
 }
 

@@ -130,12 +130,15 @@ HS_INLINE uint32_t capture_stack(ThreadState *s, uintptr_t ra) {
   unwind::Buffer buf;
   bool truncated = false;
   const uintptr_t *frames = nullptr;
+  uint32_t *remembered = nullptr;
   int n = unwind::capture(ra, buf, config.max_stack_depth, &truncated, &frames, s->unwind_cache, s->stack_lo,
-                          s->stack_hi);
+                          s->stack_hi, &remembered);
+  if (remembered && *remembered) return *remembered;  // a walk the stack walker remembered whole
   uint64_t h = hash_frames(frames, n, truncated);
   const StackCacheEntry &c = s->stack_cache[h & (ThreadState::kStackCacheSize - 1)];
-  if (HS_LIKELY(c.hash == h)) return c.id;
-  return intern_stack_hashed(s, frames, n, truncated, h);
+  uint32_t id = HS_LIKELY(c.hash == h) ? c.id : intern_stack_hashed(s, frames, n, truncated, h);
+  if (remembered) *remembered = id;
+  return id;
 }
 
 }  // namespace

@@ -169,8 +169,10 @@ void stack_table_after_fork_child() {
   for (size_t i = 0; g_nodes && i <= g_node_mask; ++i) g_nodes[i] = NodeSlot{};
   g_node_used = 0;
   g_next_node = 1;
-  if (ThreadState *s = t_local.state)
+  if (ThreadState *s = t_local.state) {
     for (auto &e : s->stack_cache) e = {0, 0};
+    fast_unwind::forget_ids(s->unwind_cache);
+  }
 }
 
 }  // namespace hs

@@ -50,7 +50,8 @@ int capture_checked(uintptr_t caller_ra, Buffer &b, int max_depth, bool *truncat
                     fast_unwind::Cache *&cache, uint64_t lo, uint64_t hi) {
   g_walks.fetch_add(1, std::memory_order_relaxed);
   const uintptr_t *frames;
-  int n = fast_unwind::walk(cache, lo, hi, &frames);
+  uint32_t *id = nullptr;  // (unused: the check interns libunwind's frames every time)
+  int n = fast_unwind::walk(cache, lo, hi, &frames, &id);
   int lib_n = capture_libunwind(caller_ra, b, max_depth, truncated, first);
   if (n < 0) {
     g_declined.fetch_add(1, std::memory_order_relaxed);

@@ -67,17 +67,23 @@ HS_INLINE int capture_libunwind(uintptr_t caller_ra, Buffer &b, int max_depth, b
                           first);
 }
 
+// *id: as fast_unwind::walk's (null when libunwind walked).
 HS_INLINE int capture(uintptr_t caller_ra, Buffer &b, int max_depth, bool *truncated, const uintptr_t **first,
-                      fast_unwind::Cache *&cache, uint64_t lo, uint64_t hi) {
+                      fast_unwind::Cache *&cache, uint64_t lo, uint64_t hi, uint32_t **id) {
   static_assert(sizeof(void *) == sizeof(uintptr_t), "frames are addresses");
   if (max_depth > kMaxDepth) max_depth = kMaxDepth;
+  *id = nullptr;
   if (HS_UNLIKELY(g_mode != kFast)) {
     if (g_mode == kLibunwindOnly) return capture_libunwind(caller_ra, b, max_depth, truncated, first);
     return capture_checked(caller_ra, b, max_depth, truncated, first, cache, lo, hi);
   }
   const uintptr_t *frames;
-  int n = fast_unwind::walk(cache, lo, hi, &frames);
-  if (HS_UNLIKELY(n < 0)) return capture_libunwind(caller_ra, b, max_depth, truncated, first);
+  int n = fast_unwind::walk(cache, lo, hi, &frames, id);
+  if (HS_UNLIKELY(n < 0)) {
+    *id = nullptr;
+    return capture_libunwind(caller_ra, b, max_depth, truncated, first);
+  }
+  if (*id && **id) return 0;  // the caller takes the remembered id (frames not needed)
   return strip_own_frames(caller_ra, frames, n, b, max_depth, truncated, first);
 }
 

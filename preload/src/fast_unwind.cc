@@ -45,8 +45,9 @@ constexpr uint32_t kRuleSlotsDense = 16384, kRuleSlotsSparse = 1024;
 // of sqlite3's 6.4 M sampled stacks 3% equal the thread's previous one, 14% one of the last 4 and
 // 98.5% one of the last 8 (python: 3%, 19%, 33%, and 75% of the last 16).
 constexpr int kWalksDense = 8;
-// Sampling at least this dense (mean bytes between samples) remembers kWalksDense walks; sparser
-// sampling one (each is 8 KiB of the thread's).
+// Sampling at least this dense (mean bytes between samples) remembers kWalksDense walks and
+// kRuleSlotsDense rules (8 KiB each walk, 256 KiB of rules: pages untouched until used); sparser
+// sampling one walk and 16 KiB of rules.
 constexpr uint64_t kDenseSampleBytes = 4096;
 bool g_dense = false;
 
@@ -201,6 +202,9 @@ __attribute__((no_sanitize("address", "undefined"))) HS_NOINLINE int walk(Cache 
     c->rule_mask = slots - 1;
     c->recent[1] = walks > 1 ? 1 : 0;
     for (int i = 0; i < walks; ++i) set_start(c, i, kFrames);
+    // Zeroed rules are empty: no clearing below (it would touch every page of a table that
+    // python's interpreter fills only in part, 256 KiB when sampling densely).
+    c->gen = g_code_gen.load(std::memory_order_relaxed);
   }
   uint32_t gen = g_code_gen.load(std::memory_order_relaxed);
   if (HS_UNLIKELY(c->gen != gen)) {

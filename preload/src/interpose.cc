@@ -61,7 +61,7 @@ HS_INLINE void on_free(void *p) {
   ThreadLocal &t = t_local;
   if (HS_UNLIKELY(!tracing())) return;
   uint8_t *s = shadow::find(p);
-  uint8_t v = s ? *s : 0;
+  uint8_t v = s ? shadow::get(s) : 0;
   if (!v) {
     if (!t.guard) bump(t.counters.foreign_frees, 1);
     return;
@@ -103,7 +103,7 @@ HS_INLINE int alloc_fast(ThreadLocal &t, void *p, size_t n) {
   if (HS_UNLIKELY(slack >= 126)) return kFastSlow;
   // Committed from here on (each update is one instruction: see thread_state.h).
   t.countdown = c;
-  *s = uint8_t(slack + 1);
+  shadow::set(s, uint8_t(slack + 1));
   bump(t.counters.alloc_calls, 1);
   bump(t.counters.bytes_allocated, n);
   int64_t d = add_local(t.counters.heap_delta, int64_t(n));
@@ -121,11 +121,11 @@ HS_INLINE int free_fast(ThreadLocal &t, void *p) {
   if (HS_UNLIKELY(t.guard || !t.state)) return kFastSlow;
   uint8_t *s = shadow::find(p);
   if (HS_UNLIKELY(!s)) return kFastSlow;
-  uint8_t v = *s;
+  uint8_t v = shadow::get(s);
   // 1..126: a tracked block, not sampled, slack in the byte itself.
   if (HS_UNLIKELY(uint8_t(v - 1) >= 126)) return kFastSlow;
   size_t size = usable::glibc_usable(p) - (v - 1);
-  *s = 0;  // before the real free: once freed, another thread may get this address and mark it
+  shadow::set(s, 0);  // before the real free: once freed, another thread may get this address and mark it
   bump(t.counters.free_calls, 1);
   bump(t.counters.bytes_freed, size);
   int64_t d = add_local(t.counters.heap_delta, -int64_t(size));
@@ -204,7 +204,7 @@ HS_NOINLINE void *do_realloc(void *old, size_t n, uintptr_t ra) {
     return real::fn.realloc(old, n);
   }
   uint8_t *s = shadow::find(old);
-  uint8_t v = s ? *s : 0;
+  uint8_t v = s ? shadow::get(s) : 0;
   size_t old_size = 0;
   sampled_blocks::Name id{};
   bool named = false;
@@ -296,13 +296,13 @@ HS_EXPORT void *realloc(void *old, size_t n) {
   if (HS_LIKELY(old && n && g_fast_path.load(std::memory_order_relaxed) && !t.guard)) {
     uint8_t *s = shadow::find(old);
     if (HS_LIKELY(s)) {
-      uint8_t v = *s;
+      uint8_t v = shadow::get(s);
       if (HS_LIKELY(uint8_t(v - 1) < 126 && t.countdown - int64_t(n) > 0)) {
         size_t old_size = usable::glibc_usable(old) - (v - 1);
-        *s = 0;  // before the real realloc: once it returns, the old address may be reused
+        shadow::set(s, 0);  // before the real realloc: once it returns, the old address may be reused
         void *q = real::fn.realloc(old, n);
         if (HS_UNLIKELY(!q)) {
-          *s = v;  // the old block lives on
+          shadow::set(s, v);  // the old block lives on
           return q;
         }
         uint8_t *s2 = shadow::find(q);

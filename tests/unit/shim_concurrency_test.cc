@@ -142,7 +142,7 @@ __attribute__((noinline)) void *traced_malloc(size_t size, OpCounts &c) {
 __attribute__((noinline)) void traced_free(void *p, OpCounts &c) {
   ThreadLocal &t = t_local;
   uint8_t *s = shadow::find(p);
-  uint8_t v = s ? *s : 0;
+  uint8_t v = s ? shadow::get(s) : 0;
   REQUIRE(v != 0);  // every block of these tests was marked
   size_t size = shadow::requested_size(p, v, usable::of(p));
   shadow::clear(p, s, v);
@@ -166,7 +166,7 @@ __attribute__((noinline)) void traced_free(void *p, OpCounts &c) {
 __attribute__((noinline)) void *traced_realloc(void *old, size_t n, OpCounts &c) {
   ThreadLocal &t = t_local;
   uint8_t *s = shadow::find(old);
-  uint8_t v = s ? *s : 0;
+  uint8_t v = s ? shadow::get(s) : 0;
   REQUIRE(v != 0);
   size_t old_size = shadow::requested_size(old, v, usable::of(old));
   shadow::clear(old, s, v);
@@ -411,11 +411,11 @@ TEST_CASE("shim concurrency: shadow map, 16 threads creating leaves and marking 
         continue;
       }
       uint8_t *s = shadow::find(p);
-      uint8_t v = s ? *s : 0;
+      uint8_t v = s ? shadow::get(s) : 0;
       if (!v || bool(v & shadow::kSampledBit) != sampled || shadow::requested_size(p, v, usable) != req)
         wrong.fetch_add(1);
       shadow::clear(p, s, v);
-      if (*s) wrong.fetch_add(1);
+      if (shadow::get(s)) wrong.fetch_add(1);
     }
   });
   CHECK(wrong.load() == 0);

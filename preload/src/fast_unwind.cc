@@ -144,6 +144,20 @@ void mark_bp_needed(Walk &w, int from, int to, bool need_above) {
   }
 }
 
+// Frame state at k agrees on rbp with the remembered walk's, where rbp matters.
+HS_INLINE bool bp_agrees(const Walk &w, int k, uintptr_t bp) {
+  return w.bp[k] == bp || !(w.meta[k].flags & kBpNeeded);
+}
+
+// n frames (state and meta) into w at [at, at + n).
+void copy_frames(Walk &w, int at, const uintptr_t *ip, const uintptr_t *sp, const uintptr_t *bp,
+                 const Meta *meta, int n) {
+  memcpy(&w.ip[at], ip, size_t(n) * sizeof(uintptr_t));
+  memcpy(&w.sp[at], sp, size_t(n) * sizeof(uintptr_t));
+  memcpy(&w.bp[at], bp, size_t(n) * sizeof(uintptr_t));
+  memcpy(&w.meta[at], meta, size_t(n) * sizeof(Meta));
+}
+
 void used(Cache *c, int i) {
   c->last_use[i] = c->clock;
   if (c->recent[0] != i) {
@@ -227,8 +241,7 @@ __attribute__((no_sanitize("address", "undefined"))) HS_NOINLINE int walk(Cache 
     if (c->leaf_sp[i] != sp || c->leaf_ip[i] != ip) continue;
     Walk &w = c->walk[i];
     int k = w.start;
-    if (w.bp[k] != bp && (w.meta[k].flags & kBpNeeded)) continue;
-    if (first_change(w, k) >= 0) continue;
+    if (!bp_agrees(w, k, bp) || first_change(w, k) >= 0) continue;
     used(c, i);
     *out = &w.ip[k];
     *id = &w.stack_id;
@@ -253,7 +266,7 @@ __attribute__((no_sanitize("address", "undefined"))) HS_NOINLINE int walk(Cache 
       while (k < kFrames && w.sp[k] < sp) ++k;
       next[j] = k;
       if (k == kFrames || w.sp[k] != sp || w.ip[k] != ip || k < n || k < first_join[j]) continue;
-      if (w.bp[k] != bp && (w.meta[k].flags & kBpNeeded)) continue;
+      if (!bp_agrees(w, k, bp)) continue;
       if (int bad = first_change(w, k); bad >= 0) {
         first_join[j] = bad + 1;
         continue;
@@ -270,19 +283,12 @@ __attribute__((no_sanitize("address", "undefined"))) HS_NOINLINE int walk(Cache 
       Walk &to = c->walk[d];
       if (d != i) {
         // w stays (it may serve again); the new walk takes the place of the oldest.
-        size_t tail = size_t(kFrames - k);
-        memcpy(&to.ip[k], &w.ip[k], tail * sizeof(uintptr_t));
-        memcpy(&to.sp[k], &w.sp[k], tail * sizeof(uintptr_t));
-        memcpy(&to.bp[k], &w.bp[k], tail * sizeof(uintptr_t));
-        memcpy(&to.meta[k], &w.meta[k], tail * sizeof(Meta));
+        copy_frames(to, k, &w.ip[k], &w.sp[k], &w.bp[k], &w.meta[k], kFrames - k);
         to.end = w.end;
         to.end_cfa = w.end_cfa;
       }
       int start = k - n;
-      memcpy(&to.ip[start], fip, size_t(n) * sizeof(uintptr_t));
-      memcpy(&to.sp[start], fsp, size_t(n) * sizeof(uintptr_t));
-      memcpy(&to.bp[start], fbp, size_t(n) * sizeof(uintptr_t));
-      memcpy(&to.meta[start], fmeta, size_t(n) * sizeof(Meta));
+      copy_frames(to, start, fip, fsp, fbp, fmeta, n);
       mark_bp_needed(to, start, k, to.meta[k].flags & kBpNeeded);
       set_start(c, d, start);
       used(c, d);
@@ -329,10 +335,7 @@ __attribute__((no_sanitize("address", "undefined"))) HS_NOINLINE int walk(Cache 
   int d = victim(c);
   Walk &to = c->walk[d];
   int start = kFrames - n;
-  memcpy(&to.ip[start], fip, size_t(n) * sizeof(uintptr_t));
-  memcpy(&to.sp[start], fsp, size_t(n) * sizeof(uintptr_t));
-  memcpy(&to.bp[start], fbp, size_t(n) * sizeof(uintptr_t));
-  memcpy(&to.meta[start], fmeta, size_t(n) * sizeof(Meta));
+  copy_frames(to, start, fip, fsp, fbp, fmeta, n);
   mark_bp_needed(to, start, kFrames, false);
   set_start(c, d, start);
   to.end = end;

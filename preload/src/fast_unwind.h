@@ -37,8 +37,8 @@ enum Declined : int {
 // Walks the calling thread's stack, leaf first, starting with this function's own frame.
 // Returns the number of frames (*out points at their return addresses, inside *cache, valid
 // until the next walk), or a Declined reason (negative): libunwind must do it. Allocates *cache
-// on first use. *id points at the stack id remembered with the walk (0: none yet; the caller
-// stores the id it interns there), or is null: an exact repeat of a remembered walk comes back
+// on first use. *id (untouched by a declined walk) points at the stack id remembered with the
+// walk (0: none yet; the caller stores the id it interns there), or is null: an exact repeat of a remembered walk comes back
 // with that walk's id, and needs no hashing or lookup.
 int walk(Cache *&cache, uint64_t stack_lo, uint64_t stack_hi, const uintptr_t **out, uint32_t **id);
 // The stack table started afresh (a forked child's capture): remembered ids are void.

@@ -33,12 +33,7 @@ struct Buffer {
   void *raw[kMaxDepth + kOwnFrames];
 };
 
-// Unwinds into b and returns the number of frames, leaf first, starting at the frame that called
-// the allocation function whose return address is `caller_ra` (the shim's own frames are
-// dropped); *first points at them (inside b or the thread's walker cache, no copy). *truncated is
-// set when `max_depth` cut the stack. The shim's walker (fast_unwind.h, on the thread's stack
-// [lo, hi)) goes first, libunwind when it declines. Inline, so that the recording function
-// calls the unwinder directly: every frame of the shim's own is one more frame to step.
+// HEAPSNAP_UNWINDER=check's capture: both ways, compared; libunwind's frames handed out.
 int capture_checked(uintptr_t caller_ra, Buffer &b, int max_depth, bool *truncated, const uintptr_t **first,
                     fast_unwind::Cache *&cache, uint64_t lo, uint64_t hi);
 
@@ -67,7 +62,13 @@ HS_INLINE int capture_libunwind(uintptr_t caller_ra, Buffer &b, int max_depth, b
                           first);
 }
 
-// *id: as fast_unwind::walk's (null when libunwind walked).
+// Unwinds and returns the number of frames, leaf first, starting at the frame that called the
+// allocation function whose return address is `caller_ra` (the shim's own frames are dropped);
+// *first points at them (inside b or the thread's walker cache, no copy). *truncated is set when
+// `max_depth` cut the stack. The shim's walker (fast_unwind.h, on the thread's stack [lo, hi))
+// goes first, libunwind when it declines. *id: as fast_unwind::walk's (null when libunwind
+// walked); when it points at a remembered id, nothing else is set. Inline, so that the recording
+// function calls the unwinder directly: every frame of the shim's own is one more frame to step.
 HS_INLINE int capture(uintptr_t caller_ra, Buffer &b, int max_depth, bool *truncated, const uintptr_t **first,
                       fast_unwind::Cache *&cache, uint64_t lo, uint64_t hi, uint32_t **id) {
   static_assert(sizeof(void *) == sizeof(uintptr_t), "frames are addresses");
@@ -78,11 +79,8 @@ HS_INLINE int capture(uintptr_t caller_ra, Buffer &b, int max_depth, bool *trunc
     return capture_checked(caller_ra, b, max_depth, truncated, first, cache, lo, hi);
   }
   const uintptr_t *frames;
-  int n = fast_unwind::walk(cache, lo, hi, &frames, id);
-  if (HS_UNLIKELY(n < 0)) {
-    *id = nullptr;
-    return capture_libunwind(caller_ra, b, max_depth, truncated, first);
-  }
+  int n = fast_unwind::walk(cache, lo, hi, &frames, id);  // (a declined walk leaves *id null)
+  if (HS_UNLIKELY(n < 0)) return capture_libunwind(caller_ra, b, max_depth, truncated, first);
   if (*id && **id) return 0;  // the caller takes the remembered id (frames not needed)
   return strip_own_frames(caller_ra, frames, n, b, max_depth, truncated, first);
 }

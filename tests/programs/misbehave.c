@@ -282,6 +282,15 @@ static int mode_alloca_frames(long n) {
   return 0;
 }
 
+static void handle(int sig, void (*fn)(int), int flags) {
+  struct sigaction sa;
+  memset(&sa, 0, sizeof(sa));
+  sa.sa_handler = fn;
+  sa.sa_flags = flags;
+  sigemptyset(&sa.sa_mask);
+  sigaction(sig, &sa, NULL);
+}
+
 // A handler on an alternate signal stack allocates (the shim's stack walker finds itself off the
 // thread's stack and leaves the walk to libunwind), between allocations of main's own.
 static volatile int altstack_allocs;
@@ -303,12 +312,7 @@ static int mode_altstack_alloc(long n) {
   ss.ss_size = 1 << 16;
   ss.ss_sp = malloc(ss.ss_size);
   sigaltstack(&ss, NULL);
-  struct sigaction sa;
-  memset(&sa, 0, sizeof(sa));
-  sa.sa_handler = on_usr1_altstack;
-  sa.sa_flags = SA_RESTART | SA_ONSTACK;
-  sigemptyset(&sa.sa_mask);
-  sigaction(SIGUSR1, &sa, NULL);
+  handle(SIGUSR1, on_usr1_altstack, SA_RESTART | SA_ONSTACK);
   for (long i = 0; i < n; ++i) {
     void *a = malloc(24 + (size_t)(i % 5) * 8);
     if (i % 10 == 0) raise(SIGUSR1);
@@ -326,12 +330,7 @@ static int mode_signal_alloc(long n, const char *side, int with_signals) {
   void *warm[4];
   for (int i = 0; i < 4; ++i) warm[i] = malloc(200 + 16 * (size_t)i);
   for (int i = 0; i < 4; ++i) free(warm[i]);
-  struct sigaction sa;
-  memset(&sa, 0, sizeof(sa));
-  sa.sa_handler = on_alarm;
-  sa.sa_flags = SA_RESTART;
-  sigemptyset(&sa.sa_mask);
-  sigaction(SIGALRM, &sa, NULL);
+  handle(SIGALRM, on_alarm, SA_RESTART);
   struct itimerval it = {{0, 100}, {0, 100}};
   if (with_signals) setitimer(ITIMER_REAL, &it, NULL);
   long main_allocs = 0;

@@ -15,13 +15,16 @@
 
 namespace heapsnap::capture {
 
+class DecodedBatch;  // decoded_batch.h
+struct DecodeRing;   // capture_reader.cc
+
 inline constexpr uint16_t kReaderMajor = 2;  // and every older one
 inline constexpr uint16_t kReaderMinor = 0;
 // A frame's decompressed size above this is treated as damage (the writer cuts at 8 MiB).
 inline constexpr uint64_t kMaxFrameBytes = 256ull << 20;
 // The writer's frames hold at most this much (preload/src/capture_writer.cc, kMaxFrameInput),
 // unless one record is bigger.
-inline constexpr size_t kWriterFrameBytes = size_t(8) << 20;
+inline constexpr size_t kWriterFrameBytes = size_t(2) << 20;
 // Zero bytes after every decompressed frame (see set_raw_events_handler).
 inline constexpr size_t kRawEventsPadding = 16;
 
@@ -68,9 +71,18 @@ class CaptureReader {
   using RawEventsFn = std::function<bool(const uint8_t *batch, size_t n, const RecordPos &)>;
   void set_raw_events_handler(RawEventsFn raw) { raw_events_ = std::move(raw); }
 
+  // Event batches decoded ahead: with a read-ahead thread, that thread also decodes each batch
+  // in the shim's layout (what the raw events handler would be offered) into a DecodedBatch,
+  // and `fn` gets it here, in its place among the records, instead of the raw handler. Batches
+  // it cannot take, and every batch when no thread reads ahead, go the raw handler's way. The
+  // record filter is then called on the read-ahead thread too.
+  using DecodedEventsFn = std::function<void(const DecodedBatch &, const RecordPos &)>;
+  void set_decoded_events_handler(DecodedEventsFn fn) { decoded_events_ = std::move(fn); }
+
   // Whether a thread scans and decompresses the next frame while the current one is parsed:
-  // automatic (files of kReadAheadMin bytes or more), always, never. The records, problems and
-  // figures are the same either way.
+  // automatic (files of kReadAheadMin bytes or more; with three CPUs or more, any file with a
+  // second frame, the first read on the caller's thread), always, never. The records, problems
+  // and figures are the same either way.
   enum class ReadAhead { automatic, always, never };
   void set_read_ahead(ReadAhead mode) { read_ahead_ = mode; }
 
@@ -97,12 +109,14 @@ class CaptureReader {
     size_t cap = 0;
   };
   using SeenFrames = std::unordered_multimap<uint64_t, uint64_t>;
-  // Files this large are read with a read-ahead thread (below it, starting one costs more than
-  // it saves).
+  // Files this large are read with a read-ahead thread whatever the CPUs (see for_each_record).
   static constexpr uint64_t kReadAheadMin = 1u << 20;
   void scan(uint64_t off, Frame &f, SeenFrames &seen);
   bool consume(Frame &f, const RecordFn &fn);
-  bool read_ahead(const RecordFn &fn, SeenFrames &seen);
+  bool read_ahead(uint64_t start, const RecordFn &fn, SeenFrames &seen);
+  void decode_ahead(const Frame &f, DecodeRing &ring);
+  bool take_decoded(uint64_t frame_offset, uint64_t at);
+  bool filtered(const uint8_t *p, uint64_t len) const;
 
   std::string path_;
   const uint8_t *map_ = nullptr;
@@ -120,6 +134,8 @@ class CaptureReader {
   std::function<void(uint64_t, uint64_t)> progress_;
   std::function<bool(uint32_t)> filter_;
   RawEventsFn raw_events_;
+  DecodedEventsFn decoded_events_;
+  DecodeRing *ring_ = nullptr;  // while a read-ahead thread decodes batches
 };
 
 }  // namespace heapsnap::capture

@@ -5,6 +5,7 @@
 #include <unordered_map>
 
 #include "capture/batch_decoder.h"
+#include "capture/decoded_batch.h"
 #include "capture/event_decoder.h"
 #include "replay/live_table.h"
 #include "util/flat_map.h"
@@ -31,6 +32,14 @@ class Replayer {
     begin_batch(pos);
     std::string err = mean_ <= 1 ? visit<true>(cols) : visit<false>(cols);
     end_batch(cols.tid(), err);
+  }
+
+  // A batch the reader's read-ahead thread decoded (see CaptureReader::set_decoded_events_handler).
+  void decoded_events(const capture::DecodedBatch &b, const capture::RecordPos &pos) {
+    begin_batch(pos);
+    if (mean_ <= 1) apply_decoded<true>(b);
+    else apply_decoded<false>(b);
+    end_batch(b.tid(), b.error());
   }
 
   void record(const wire::Record &rec, const capture::RecordPos &pos) {
@@ -279,6 +288,24 @@ class Replayer {
     return capture::decode_batch(cols, cursors_, v);
   }
 
+  template <bool kExact>
+  void apply_decoded(const capture::DecodedBatch &b) {
+    for (size_t i = 0, n = b.size(); i < n; ++i) {
+      const capture::DecodedEvent &e = b[i];
+      switch (e.kind) {
+        case wire::ALLOC: apply<kExact>(wire::ALLOC, e.time_ns, e.id, 0, e.size, e.stack, 0, false); break;
+        case wire::FREE: apply<kExact>(wire::FREE, e.time_ns, e.id, 0, 0, 0, 0, false); break;
+        case wire::REALLOC: apply<kExact>(wire::REALLOC, e.time_ns, e.id, 0, e.size, e.stack, 0, e.moved); break;
+        case wire::POOL_ALLOC: {  // its place in the next entry (see DecodedEvent)
+          const capture::DecodedEvent &place = b[++i];
+          apply<kExact>(wire::POOL_ALLOC, e.time_ns, e.id, place.id, e.size, e.stack, place.stack, false);
+          break;
+        }
+        default: apply<kExact>(wire::POOL_FREE, e.time_ns, e.id, 0, 0, 0, e.stack, false); break;
+      }
+    }
+  }
+
   // One event. kExact: every allocation recorded (weight 1; the products by it are skipped,
   // which leaves every figure bit for bit the same).
   template <bool kExact>
@@ -452,6 +479,8 @@ ReplayResult replay(capture::CaptureReader &reader, const ReplayOptions &opts) {
       rp.raw_events(cols, pos);
       return true;
     });
+    reader.set_decoded_events_handler(
+        [&](const capture::DecodedBatch &b, const capture::RecordPos &pos) { rp.decoded_events(b, pos); });
   }
   reader.for_each_record([&](const wire::Record &rec, const capture::RecordPos &pos) {
     rp.record(rec, pos);

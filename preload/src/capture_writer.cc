@@ -34,7 +34,7 @@ namespace {
 
 constexpr uint16_t kFormatMajor = 2;  // 2: alloc_fn and moved in the event kind
 constexpr uint16_t kFormatMinor = 0;
-constexpr size_t kMaxFrameInput = 8u << 20;  // records per frame, before compression
+constexpr size_t kMaxFrameInput = 2u << 20;  // records per frame, before compression
 
 pthread_mutex_t g_outbox_mutex = PTHREAD_MUTEX_INITIALIZER;
 pthread_mutex_t g_flush_mutex = PTHREAD_MUTEX_INITIALIZER;

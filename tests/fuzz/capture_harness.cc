@@ -108,6 +108,23 @@ void run_path(const std::string &path) {
   if (seen[0] != seen[1] || problems[0] != problems[1]) abort();
   sink += seen[0];
 
+  // The replay with event batches decoded on the read-ahead thread and without it: the same
+  // figures, or the harness aborts.
+  {
+    replay::ReplayResult rr[2];
+    for (int m = 0; m < 2; ++m) {
+      auto rd = capture::CaptureReader::open(path, &err);
+      if (!rd) abort();
+      rd->set_read_ahead(m ? capture::CaptureReader::ReadAhead::always : capture::CaptureReader::ReadAhead::never);
+      rr[m] = replay::replay(*rd);
+    }
+    if (rr[0].events != rr[1].events || rr[0].problems.size() != rr[1].problems.size() ||
+        rr[0].sampled_peak_event != rr[1].sampled_peak_event || rr[0].unknown_frees != rr[1].unknown_frees ||
+        rr[0].live_blocks_peak != rr[1].live_blocks_peak)
+      abort();
+    sink += rr[0].events;
+  }
+
   // What every replay command does: two passes (find the peak, then take it).
   replay::ReplayResult r = replay::replay_with_peak(path, &err);
   if (!err.empty()) abort();  // the header read once already: a second open cannot fail

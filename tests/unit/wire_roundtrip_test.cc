@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "capture/capture_file_writer.h"
+#include "capture/capture_reader.h"
 #include "capture/event_decoder.h"
 #include "event_batch.h"
 #include "heapsnap.pb.h"
@@ -304,4 +305,151 @@ TEST_CASE("wire: a format 1 capture and its format 2 twin replay to the same fig
     CHECK(moves > 500);
     CHECK(moves < reallocs);
   }
+}
+
+// The replay with the reader's read-ahead thread decoding the event batches (see
+// CaptureReader::set_decoded_events_handler) and without it: the same figures, bit for bit, on a
+// capture of many frames with every event kind, a batch too large for the thread to take, and
+// the same capture cut off inside a frame.
+TEST_CASE("wire: batches decoded ahead on the read-ahead thread replay to the same figures") {
+  namespace w = heapsnap::wire;
+  using Mode = heapsnap::capture::CaptureReader::ReadAhead;
+  REQUIRE(hs::heap::init());
+  std::mt19937_64 rng(4242);
+  constexpr uint32_t kStacks = 60;
+  auto batch = std::make_unique<hs::EventBatch>();
+  hs::wire::Buf out;
+  std::vector<std::pair<uint64_t, uint32_t>> live, pool_live;
+  uint64_t next_id = 1, t = 1000, addr = 0x10000;
+  for (int i = 0; i < 60000; ++i) {
+    t += rng() % 3000;
+    int what = int(rng() % 20);
+    if (what < 8 || live.empty()) {
+      uint32_t stack = uint32_t(1 + rng() % kStacks);
+      batch->begin(hs::alloc_kind(uint8_t(rng() % 6)), t);
+      batch->new_id(next_id);
+      batch->block_size(1 + rng() % 70000);
+      batch->stack_id(stack);
+      live.push_back({next_id++, stack});
+    } else if (what < 14) {
+      size_t k = rng() % live.size();
+      batch->begin(hs::kFree, t);
+      batch->freed_block(live[k].first, live[k].second);
+      live.erase(live.begin() + long(k));
+    } else if (what < 17) {
+      size_t k = rng() % live.size();
+      batch->begin(rng() % 2 ? hs::kReallocMoved : hs::kReallocInPlace, t);
+      batch->block_ref(live[k].first);
+      batch->block_size(1 + rng() % 20000);
+      batch->stack_id(uint32_t(1 + rng() % kStacks));
+    } else if (what < 19 || pool_live.empty()) {
+      uint32_t stack = uint32_t(1 + rng() % kStacks);
+      batch->begin(hs::kPoolAlloc, t);
+      batch->new_id(next_id);
+      batch->address(addr += 16 * (1 + rng() % 8));
+      batch->block_size(16 + rng() % 100);
+      batch->stack_id(stack);
+      batch->pool_id(uint32_t(1 + rng() % 3));
+      pool_live.push_back({next_id++, stack});
+    } else {
+      size_t k = rng() % pool_live.size();
+      batch->begin(hs::kPoolFree, t);
+      batch->freed_block(pool_live[k].first, pool_live[k].second);
+      batch->pool_id(1);
+      pool_live.erase(pool_live.begin() + long(k));
+    }
+    if (batch->full()) batch->serialize_to(out, 9);
+  }
+  batch->serialize_to(out, 9);
+  auto batches = parse_all(out);
+  REQUIRE(batches.size() > 10);
+
+  std::string path = std::string(P_tmpdir) + "/heapsnap-test-" + std::to_string(getpid()) + "-ahead.hsnap";
+  for (uint64_t mean : {uint64_t(1), uint64_t(4096)}) {
+    uint64_t cut_at = 0;
+    {
+      heapsnap::capture::CaptureFileWriter fw(path, 2, 0);
+      w::Record rec;
+      rec.mutable_process()->set_pid(1);
+      rec.mutable_process()->set_sample_bytes(mean);
+      fw.add(rec);
+      for (uint32_t s = 1; s <= kStacks; ++s) {
+        w::Record sr;
+        w::Stack *st = sr.mutable_stack();
+        st->set_id(s);
+        st->set_parent(0);
+        st->set_first_node(s);
+        st->add_frame_delta(int64_t(0x401000 + 16 * s));
+        fw.add(sr);
+      }
+      for (size_t i = 0; i < batches.size(); ++i) {
+        fw.add(batches[i]);
+        if (i % 3 == 2) fw.end_frame();
+        if (i == batches.size() / 2) {
+          // More events than a decoded batch holds (DecodedBatch::kMaxEvents): the parser's own.
+          w::Record big;
+          w::EventBatch *e = big.mutable_events();
+          e->set_tid(7);
+          e->set_base_time_ns(t);
+          e->set_base_id(next_id - 1);
+          for (int k = 0; k < 20000; ++k) {
+            e->add_kind(w::ALLOC_MALLOC);
+            e->add_time_delta_ns(1);
+            e->add_id_delta(1);  // new ids, one apart
+            e->add_size(24);
+            e->add_stack(uint32_t(1 + k % kStacks));
+          }
+          fw.add(big);
+          fw.end_frame();
+        }
+      }
+      cut_at = fw.bytes_written();  // the last frame starts here
+      w::Record end;
+      end.mutable_end()->set_reason("exit");
+      fw.add(end);
+      REQUIRE(fw.close());
+    }
+    for (int cut = 0; cut < 2; ++cut) {
+      if (cut) REQUIRE(truncate(path.c_str(), off_t(cut_at) - 40) == 0);  // inside the last batches' frame
+      heapsnap::replay::ReplayResult r[2];
+      for (int m = 0; m < 2; ++m) {
+        std::string err;
+        auto reader = heapsnap::capture::CaptureReader::open(path, &err);
+        REQUIRE(reader);
+        reader->set_read_ahead(m ? Mode::always : Mode::never);
+        r[m] = heapsnap::replay::replay(*reader);
+      }
+      CAPTURE(mean);
+      CAPTURE(cut);
+      CHECK(r[0].events >= (cut ? 40000u : 80000u));
+      CHECK(r[1].events == r[0].events);
+      CHECK(r[1].problems.size() == r[0].problems.size());
+      CHECK(r[1].truncated == r[0].truncated);
+      CHECK(r[1].unknown_frees == r[0].unknown_frees);
+      CHECK(r[1].sampled_peak_bytes == r[0].sampled_peak_bytes);
+      CHECK(r[1].sampled_peak_event == r[0].sampled_peak_event);
+      CHECK(r[1].sampled_peak_time_ns == r[0].sampled_peak_time_ns);
+      CHECK(r[1].end_time_ns == r[0].end_time_ns);
+      CHECK(r[1].live_pool_objects.size() == r[0].live_pool_objects.size());
+      CHECK(r[0].live_pool_objects.size() > 100);
+      for (size_t i = 0; i < r[0].live_pool_objects.size() && i < r[1].live_pool_objects.size(); ++i) {
+        CHECK(r[1].live_pool_objects[i].second.addr == r[0].live_pool_objects[i].second.addr);
+        CHECK(r[1].live_pool_objects[i].second.id == r[0].live_pool_objects[i].second.id);
+      }
+      for (uint32_t s = 1; s <= kStacks; ++s) {
+        const auto &a = r[0].by_stack[s], &b = r[1].by_stack[s];
+        CHECK(a.alloc_calls == b.alloc_calls);
+        CHECK(a.alloc_bytes == b.alloc_bytes);
+        CHECK(a.live_calls == b.live_calls);
+        CHECK(a.live_bytes == b.live_bytes);
+        CHECK(a.peak_calls == b.peak_calls);
+        CHECK(a.peak_bytes == b.peak_bytes);
+        CHECK(a.samples == b.samples);
+        CHECK(a.reallocs == b.reallocs);
+        CHECK(a.realloc_moves == b.realloc_moves);
+        CHECK(a.pool == b.pool);
+      }
+    }
+  }
+  unlink(path.c_str());
 }

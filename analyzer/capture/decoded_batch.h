@@ -1,0 +1,85 @@
+// An event batch decoded into an array: decode_batch's events, in order, as plain values. The
+// replay decodes batches on the reader's read-ahead thread into these and applies them on its
+// own (CaptureReader::set_decoded_events_handler): decoding was 45% of the replay's instructions,
+// and the two halves of the work then run on two cores.
+#pragma once
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "capture/batch_decoder.h"
+#include "capture/event_columns.h"
+
+namespace heapsnap::capture {
+
+// 32 bytes. POOL_ALLOC takes two entries: the event, then one whose id is the object's address
+// and whose stack is its pool (pool events are rare: the common ones stay small).
+struct DecodedEvent {
+  uint64_t time_ns, id;
+  uint64_t size;         // ALLOC, REALLOC, POOL_ALLOC
+  uint32_t stack;        // ALLOC, REALLOC, POOL_ALLOC; POOL_FREE: the pool
+  uint8_t kind;          // wire::ALLOC, FREE, REALLOC, POOL_ALLOC or POOL_FREE (format 2's kinds folded)
+  bool moved;            // REALLOC
+};
+static_assert(sizeof(DecodedEvent) == 32);
+
+class DecodedBatch {
+ public:
+  // Batches with more events than this are not taken (the shim writes at most 4096): the
+  // array's memory stays bounded whatever a file says.
+  static constexpr size_t kMaxEvents = 16384;
+
+  // Decodes the batch at p (n bytes, kDecodePadding readable bytes after them). False: not the
+  // shim's layout (see RawColumns::parse) or possibly more than kMaxEvents events; the caller
+  // then takes the record another way. error() is decode_batch's: the events before it are here.
+  bool decode(const uint8_t *p, size_t n, SiteCursors &cursors) {
+    RawColumns cols;
+    if (!cols.parse(p, n)) return false;
+    // Every event has a kind varint of at least one byte; POOL_ALLOC takes two entries.
+    size_t most = cols.begin(kKind) ? size_t(cols.end(kKind) - cols.begin(kKind)) : 0;
+    if (most > kMaxEvents) return false;
+    if (cols.begin(kPool)) most *= 2;
+    if (most > cap_) {
+      ev_.reset(new DecodedEvent[most]);
+      cap_ = most;
+    }
+    n_ = 0;
+    tid_ = cols.tid();
+    Append a{ev_.get(), 0};
+    error_ = decode_batch(cols, cursors, a);
+    n_ = a.n;
+    return true;
+  }
+
+  uint32_t tid() const { return tid_; }
+  size_t size() const { return n_; }  // entries
+  const DecodedEvent &operator[](size_t i) const { return ev_[i]; }
+  const std::string &error() const { return error_; }
+
+ private:
+  struct Append {
+    DecodedEvent *ev;
+    size_t n;
+    void alloc(uint64_t t, uint64_t id, uint64_t size, uint32_t stack) {
+      ev[n++] = {t, id, size, stack, wire::ALLOC, false};
+    }
+    void free(uint64_t t, uint64_t id) { ev[n++] = {t, id, 0, 0, wire::FREE, false}; }
+    void realloc(uint64_t t, uint64_t id, uint64_t size, uint32_t stack, bool moved) {
+      ev[n++] = {t, id, size, stack, wire::REALLOC, moved};
+    }
+    void pool_alloc(uint64_t t, uint64_t id, uint64_t addr, uint64_t size, uint32_t stack, uint32_t pool) {
+      ev[n++] = {t, id, size, stack, wire::POOL_ALLOC, false};
+      ev[n++] = {t, addr, 0, pool, wire::POOL_ALLOC, false};
+    }
+    void pool_free(uint64_t t, uint64_t id, uint32_t pool) {
+      ev[n++] = {t, id, 0, pool, wire::POOL_FREE, false};
+    }
+  };
+
+  std::unique_ptr<DecodedEvent[]> ev_;
+  size_t cap_ = 0, n_ = 0;
+  uint32_t tid_ = 0;
+  std::string error_;
+};
+
+}  // namespace heapsnap::capture

@@ -20,7 +20,8 @@ struct DecodeRing;   // capture_reader.cc
 
 inline constexpr uint16_t kReaderMajor = 2;  // and every older one
 inline constexpr uint16_t kReaderMinor = 0;
-// A frame's decompressed size above this is treated as damage (the writer cuts at 8 MiB).
+// A frame's decompressed size above this is treated as damage (the writer cuts at 2 MiB; 8 MiB
+// before 52f3b95).
 inline constexpr uint64_t kMaxFrameBytes = 256ull << 20;
 // The writer's frames hold at most this much (preload/src/capture_writer.cc, kMaxFrameInput),
 // unless one record is bigger.

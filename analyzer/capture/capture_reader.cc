@@ -435,7 +435,8 @@ bool CaptureReader::for_each_record(const RecordFn &fn) {
   // times: a 0.5 MB capture can hold 12 M events). With two, the thread that loads debug files
   // during a replay has the other one, and the read-ahead thread only paid from about 30 M
   // events on (12 M: 0.124 s without it, 0.131 s with; 36 M: 0.337 s, 0.276 s).
-  bool ahead_after_first = read_ahead_ == ReadAhead::automatic && available_cpus() >= 3;
+  bool ahead_after_first =
+      read_ahead_ == ReadAhead::after_first || (read_ahead_ == ReadAhead::automatic && available_cpus() >= 3);
   uint64_t off = body_offset_;
   for (;;) {
     if (progress_) progress_(off, size_);

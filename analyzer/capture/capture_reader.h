@@ -81,10 +81,11 @@ class CaptureReader {
   void set_decoded_events_handler(DecodedEventsFn fn) { decoded_events_ = std::move(fn); }
 
   // Whether a thread scans and decompresses the next frame while the current one is parsed:
-  // automatic (files of kReadAheadMin bytes or more; with three CPUs or more, any file with a
-  // second frame, the first read on the caller's thread), always, never. The records, problems
-  // and figures are the same either way.
-  enum class ReadAhead { automatic, always, never };
+  // always, never, after_first (the first frame read on the caller's thread, the thread started
+  // if there is a second), automatic (always for files of kReadAheadMin bytes or more, else
+  // after_first with three CPUs or more, else never). The records, problems and figures are the
+  // same either way.
+  enum class ReadAhead { automatic, always, never, after_first };
   void set_read_ahead(ReadAhead mode) { read_ahead_ = mode; }
 
   // Progress callback (bytes consumed so far), called about once per frame.

@@ -111,17 +111,20 @@ void run_path(const std::string &path) {
   // The replay with event batches decoded on the read-ahead thread and without it: the same
   // figures, or the harness aborts.
   {
-    replay::ReplayResult rr[2];
-    for (int m = 0; m < 2; ++m) {
+    using Mode = capture::CaptureReader::ReadAhead;
+    const Mode modes[3] = {Mode::never, Mode::always, Mode::after_first};
+    replay::ReplayResult rr[3];
+    for (int m = 0; m < 3; ++m) {
       auto rd = capture::CaptureReader::open(path, &err);
       if (!rd) abort();
-      rd->set_read_ahead(m ? capture::CaptureReader::ReadAhead::always : capture::CaptureReader::ReadAhead::never);
+      rd->set_read_ahead(modes[m]);
       rr[m] = replay::replay(*rd);
     }
-    if (rr[0].events != rr[1].events || rr[0].problems.size() != rr[1].problems.size() ||
-        rr[0].sampled_peak_event != rr[1].sampled_peak_event || rr[0].unknown_frees != rr[1].unknown_frees ||
-        rr[0].live_blocks_peak != rr[1].live_blocks_peak)
-      abort();
+    for (int m = 1; m < 3; ++m)
+      if (rr[0].events != rr[m].events || rr[0].problems.size() != rr[m].problems.size() ||
+          rr[0].sampled_peak_event != rr[m].sampled_peak_event || rr[0].unknown_frees != rr[m].unknown_frees ||
+          rr[0].live_blocks_peak != rr[m].live_blocks_peak)
+        abort();
     sink += rr[0].events;
   }
 

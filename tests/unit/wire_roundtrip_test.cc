@@ -411,43 +411,47 @@ TEST_CASE("wire: batches decoded ahead on the read-ahead thread replay to the sa
     }
     for (int cut = 0; cut < 2; ++cut) {
       if (cut) REQUIRE(truncate(path.c_str(), off_t(cut_at) - 40) == 0);  // inside the last batches' frame
-      heapsnap::replay::ReplayResult r[2];
-      for (int m = 0; m < 2; ++m) {
-        std::string err;
-        auto reader = heapsnap::capture::CaptureReader::open(path, &err);
-        REQUIRE(reader);
-        reader->set_read_ahead(m ? Mode::always : Mode::never);
-        r[m] = heapsnap::replay::replay(*reader);
-      }
-      CAPTURE(mean);
-      CAPTURE(cut);
-      CHECK(r[0].events >= (cut ? 40000u : 80000u));
-      CHECK(r[1].events == r[0].events);
-      CHECK(r[1].problems.size() == r[0].problems.size());
-      CHECK(r[1].truncated == r[0].truncated);
-      CHECK(r[1].unknown_frees == r[0].unknown_frees);
-      CHECK(r[1].sampled_peak_bytes == r[0].sampled_peak_bytes);
-      CHECK(r[1].sampled_peak_event == r[0].sampled_peak_event);
-      CHECK(r[1].sampled_peak_time_ns == r[0].sampled_peak_time_ns);
-      CHECK(r[1].end_time_ns == r[0].end_time_ns);
-      CHECK(r[1].live_pool_objects.size() == r[0].live_pool_objects.size());
-      CHECK(r[0].live_pool_objects.size() > 100);
-      for (size_t i = 0; i < r[0].live_pool_objects.size() && i < r[1].live_pool_objects.size(); ++i) {
-        CHECK(r[1].live_pool_objects[i].second.addr == r[0].live_pool_objects[i].second.addr);
-        CHECK(r[1].live_pool_objects[i].second.id == r[0].live_pool_objects[i].second.id);
-      }
-      for (uint32_t s = 1; s <= kStacks; ++s) {
-        const auto &a = r[0].by_stack[s], &b = r[1].by_stack[s];
-        CHECK(a.alloc_calls == b.alloc_calls);
-        CHECK(a.alloc_bytes == b.alloc_bytes);
-        CHECK(a.live_calls == b.live_calls);
-        CHECK(a.live_bytes == b.live_bytes);
-        CHECK(a.peak_calls == b.peak_calls);
-        CHECK(a.peak_bytes == b.peak_bytes);
-        CHECK(a.samples == b.samples);
-        CHECK(a.reallocs == b.reallocs);
-        CHECK(a.realloc_moves == b.realloc_moves);
-        CHECK(a.pool == b.pool);
+      // Modes never, always and after_first (the first frame through the parser's own decoder).
+      for (Mode mode : {Mode::always, Mode::after_first}) {
+        heapsnap::replay::ReplayResult r[2];
+        for (int m = 0; m < 2; ++m) {
+          std::string err;
+          auto reader = heapsnap::capture::CaptureReader::open(path, &err);
+          REQUIRE(reader);
+          reader->set_read_ahead(m ? mode : Mode::never);
+          r[m] = heapsnap::replay::replay(*reader);
+        }
+        CAPTURE(mean);
+        CAPTURE(cut);
+        CAPTURE(int(mode));
+        CHECK(r[0].events >= (cut ? 40000u : 80000u));
+        CHECK(r[1].events == r[0].events);
+        CHECK(r[1].problems.size() == r[0].problems.size());
+        CHECK(r[1].truncated == r[0].truncated);
+        CHECK(r[1].unknown_frees == r[0].unknown_frees);
+        CHECK(r[1].sampled_peak_bytes == r[0].sampled_peak_bytes);
+        CHECK(r[1].sampled_peak_event == r[0].sampled_peak_event);
+        CHECK(r[1].sampled_peak_time_ns == r[0].sampled_peak_time_ns);
+        CHECK(r[1].end_time_ns == r[0].end_time_ns);
+        CHECK(r[1].live_pool_objects.size() == r[0].live_pool_objects.size());
+        CHECK(r[0].live_pool_objects.size() > 100);
+        for (size_t i = 0; i < r[0].live_pool_objects.size() && i < r[1].live_pool_objects.size(); ++i) {
+          CHECK(r[1].live_pool_objects[i].second.addr == r[0].live_pool_objects[i].second.addr);
+          CHECK(r[1].live_pool_objects[i].second.id == r[0].live_pool_objects[i].second.id);
+        }
+        for (uint32_t s = 1; s <= kStacks; ++s) {
+          const auto &a = r[0].by_stack[s], &b = r[1].by_stack[s];
+          CHECK(a.alloc_calls == b.alloc_calls);
+          CHECK(a.alloc_bytes == b.alloc_bytes);
+          CHECK(a.live_calls == b.live_calls);
+          CHECK(a.live_bytes == b.live_bytes);
+          CHECK(a.peak_calls == b.peak_calls);
+          CHECK(a.peak_bytes == b.peak_bytes);
+          CHECK(a.samples == b.samples);
+          CHECK(a.reallocs == b.reallocs);
+          CHECK(a.realloc_moves == b.realloc_moves);
+          CHECK(a.pool == b.pool);
+        }
       }
     }
   }

@@ -157,27 +157,35 @@ struct DecodeRing {
   };
   Slot slot[kSlots];
   SiteCursors cursors;  // the decoding thread's
-  std::atomic<uint64_t> head{0}, tail{0};
-  std::atomic<bool> done{false};  // the thread fills no more slots
+  alignas(64) std::atomic<uint64_t> head{0};  // written by the thread
+  std::atomic<bool> done{false};              // the thread fills no more slots
+  // 1 + the offset of the last frame the thread walked through: a record of that frame or an
+  // earlier one that has no slot by then will not get one.
+  std::atomic<uint64_t> walked{0};
+  alignas(64) std::atomic<uint64_t> tail{0};  // written by the parser
   // Each side's: it sleeps on cv (the other side wakes it).
   std::atomic<bool> parser_sleeps{false}, decoder_sleeps{false};
   std::mutex *mu;
   std::condition_variable *cv;
   const bool *quit;  // under *mu
 
-  // Waits until ready() (or, for the thread, quit). ready() reads the atomics only, sequentially
-  // consistent: a side stores `sleeping` and then reads the other's counter, the other stores its
-  // counter and then reads `sleeping`; one of the two sees the other's store.
+  // Waits until ready(); false if it slept and the parser had asked the thread to quit (the
+  // thread notices at its next sleep: at most a ring's worth of batches later). ready() reads the
+  // atomics only, sequentially consistent: a side stores `sleeping` and then reads the other's
+  // counter, the other stores its counter and then reads `sleeping`; one of them sees the other's.
   template <typename Ready>
-  void wait(std::atomic<bool> &sleeping, Ready ready) {
+  bool wait(std::atomic<bool> &sleeping, Ready ready) {
     for (int i = 0; i < 4000; ++i) {
-      if (ready()) return;
+      if (ready()) return true;
+#if defined(__x86_64__) || defined(__i386__)
       __builtin_ia32_pause();
+#endif
     }
     std::unique_lock<std::mutex> lock(*mu);
     sleeping.store(true);
     cv->wait(lock, [&] { return ready() || *quit; });
     sleeping.store(false);
+    return !*quit;
   }
   // After a change the other side may wait for.
   void wake(std::atomic<bool> &sleeping) {
@@ -208,16 +216,12 @@ void CaptureReader::decode_ahead(const Frame &f, DecodeRing &ring) {
     size_t bn;
     if (len && !filtered(p, len) && events_batch(p, len, &b, &bn)) {
       uint64_t h = ring.head.load(std::memory_order_relaxed);
-      ring.wait(ring.decoder_sleeps, [&] { return h - ring.tail.load() < DecodeRing::kSlots; });
-      {
-        std::lock_guard<std::mutex> lock(*ring.mu);
-        if (*ring.quit) return;
-      }
+      if (!ring.wait(ring.decoder_sleeps, [&] { return h - ring.tail.load() < DecodeRing::kSlots; })) return;
       DecodeRing::Slot &s = ring.slot[h % DecodeRing::kSlots];
       s.frame_offset = f.off;
       s.at = at;
       s.ok = s.batch.decode(b, bn, ring.cursors);
-      ring.head.store(h + 1, std::memory_order_seq_cst);
+      ring.head.store(h + 1);
       ring.wake(ring.parser_sleeps);
     }
     p += len;
@@ -226,20 +230,25 @@ void CaptureReader::decode_ahead(const Frame &f, DecodeRing &ring) {
 
 // The parser at the event batch at (frame_offset, at): hands the read-ahead thread's decoding of
 // it to the decoded events handler. False: the thread could not take it (the caller does).
+// The two walks agree (see decode_ahead); were they ever to differ, slots for records the
+// parser did not ask for are dropped, and a record without a slot is parsed here: nothing
+// waits for a slot that will not come.
 bool CaptureReader::take_decoded(uint64_t frame_offset, uint64_t at) {
   DecodeRing &ring = *ring_;
-  uint64_t t = ring.tail.load(std::memory_order_relaxed);
-  auto ready = [&] { return ring.head.load() != t || ring.done.load(); };
-  ring.wait(ring.parser_sleeps, ready);
-  if (ring.head.load(std::memory_order_acquire) == t) return false;  // done
-  DecodeRing::Slot &s = ring.slot[t % DecodeRing::kSlots];
-  // Another place would be a walk that went differently: left alone, this record parsed here.
-  if (s.frame_offset != frame_offset || s.at != at) return false;
-  bool ok = s.ok;
-  if (ok) decoded_events_(s.batch, RecordPos{frame_offset, at});
-  ring.tail.store(t + 1, std::memory_order_seq_cst);
-  ring.wake(ring.decoder_sleeps);
-  return ok;
+  for (;;) {
+    uint64_t t = ring.tail.load(std::memory_order_relaxed);
+    ring.wait(ring.parser_sleeps,
+              [&] { return ring.head.load() != t || ring.done.load() || ring.walked.load() > frame_offset; });
+    if (ring.head.load() == t) return false;  // no slot will come for this record
+    DecodeRing::Slot &s = ring.slot[t % DecodeRing::kSlots];
+    bool behind = s.frame_offset < frame_offset || (s.frame_offset == frame_offset && s.at < at);
+    if (!behind && (s.frame_offset != frame_offset || s.at != at)) return false;  // ahead: not this one's
+    bool ok = !behind && s.ok;
+    if (ok) decoded_events_(s.batch, RecordPos{frame_offset, at});
+    ring.tail.store(t + 1);
+    ring.wake(ring.decoder_sleeps);
+    if (!behind) return ok;
+  }
 }
 
 bool CaptureReader::parse_frame(const uint8_t *data, size_t n, uint64_t frame_offset,
@@ -444,7 +453,7 @@ bool CaptureReader::for_each_record(const RecordFn &fn) {
     if (!consume(frame_, fn)) return true;
     if (frame_.last) break;
     off = frame_.next;
-    if (ahead_after_first) return read_ahead(off, fn, seen);
+    if (ahead_after_first && off < size_) return read_ahead(off, fn, seen);
   }
   if (progress_) progress_(size_, size_);
   return true;
@@ -488,8 +497,13 @@ bool CaptureReader::read_ahead(uint64_t start, const RecordFn &fn, SeenFrames &s
         ready[i] = true;
       }
       cv.notify_all();
-      // The parser reads frames[i] meanwhile; neither writes it until the parser hands it back.
-      if (ring && frames[i].has_data) decode_ahead(frames[i], *ring);
+      // The parser reads frames[i] meanwhile (decode_ahead reads its buf, got and off only);
+      // nothing writes them until the parser hands the frame back.
+      if (ring && frames[i].has_data) {
+        decode_ahead(frames[i], *ring);
+        ring->walked.store(frames[i].off + 1);
+        ring->wake(ring->parser_sleeps);
+      }
       if (last) break;
     }
     if (ring) {

@@ -75,8 +75,10 @@ class CaptureReader {
   // Event batches decoded ahead: with a read-ahead thread, that thread also decodes each batch
   // in the shim's layout (what the raw events handler would be offered) into a DecodedBatch,
   // and `fn` gets it here, in its place among the records, instead of the raw handler. Batches
-  // it cannot take, and every batch when no thread reads ahead, go the raw handler's way. The
-  // record filter is then called on the read-ahead thread too.
+  // it cannot take, and every batch when no thread reads ahead (and those of the first frame in
+  // after_first mode), go the raw handler's way. The record filter is then called on the
+  // read-ahead thread too, at the same time: it must be a pure function of the field number,
+  // not changed during a pass.
   using DecodedEventsFn = std::function<void(const DecodedBatch &, const RecordPos &)>;
   void set_decoded_events_handler(DecodedEventsFn fn) { decoded_events_ = std::move(fn); }
 

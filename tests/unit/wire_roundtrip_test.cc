@@ -455,5 +455,23 @@ TEST_CASE("wire: batches decoded ahead on the read-ahead thread replay to the sa
       }
     }
   }
+  // Stopping early with batches decoded ahead: the record callback stops at the oversized batch
+  // (parsed by libprotobuf: no raw handler here), the thread is told to quit, nothing hangs.
+  {
+    std::string err;
+    auto reader = heapsnap::capture::CaptureReader::open(path, &err);
+    REQUIRE(reader);
+    reader->set_read_ahead(Mode::always);
+    size_t decoded = 0;
+    reader->set_decoded_events_handler(
+        [&](const heapsnap::capture::DecodedBatch &, const heapsnap::capture::RecordPos &) { ++decoded; });
+    bool saw_big = false;
+    reader->for_each_record([&](const w::Record &rec, const heapsnap::capture::RecordPos &) {
+      saw_big = rec.has_events() && rec.events().kind_size() == 20000;
+      return !saw_big;
+    });
+    CHECK(saw_big);
+    CHECK(decoded == batches.size() / 2 + 1);
+  }
   unlink(path.c_str());
 }

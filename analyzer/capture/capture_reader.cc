@@ -149,7 +149,7 @@ std::unique_ptr<CaptureReader> CaptureReader::open(const std::string &path, std:
 // little before it sleeps: sleeping and waking at every batch (a futex call each) cost more than
 // the decoding it moved (2,100 context switches in a replay of 12 M events).
 struct DecodeRing {
-  static constexpr unsigned kSlots = 8;
+  static constexpr unsigned kSlots = 16;
   struct Slot {
     DecodedBatch batch;
     uint64_t frame_offset = 0, at = 0;  // the record's place (the parser checks it)
@@ -202,9 +202,10 @@ bool CaptureReader::filtered(const uint8_t *p, uint64_t len) const {
 }
 
 // The read-ahead thread, after handing frame f over: decodes its event batches into the ring, in
-// order. It walks the records as parse_frame does (same lengths, same filter, same batches), so
-// each slot is the one parse_frame will ask for at that place.
-void CaptureReader::decode_ahead(const Frame &f, DecodeRing &ring) {
+// order, calling ring_full() when it finds the ring full. It walks the records as parse_frame
+// does (same lengths, same filter, same batches), so each slot is the one parse_frame will ask
+// for at that place.
+void CaptureReader::decode_ahead(const Frame &f, DecodeRing &ring, const std::function<void()> &ring_full) {
   const uint8_t *data = f.buf.get(), *p = data, *end = data + f.got;
   while (p < end) {
     uint64_t len = 0;
@@ -216,6 +217,7 @@ void CaptureReader::decode_ahead(const Frame &f, DecodeRing &ring) {
     size_t bn;
     if (len && !filtered(p, len) && events_batch(p, len, &b, &bn)) {
       uint64_t h = ring.head.load(std::memory_order_relaxed);
+      if (h - ring.tail.load() >= DecodeRing::kSlots) ring_full();
       if (!ring.wait(ring.decoder_sleeps, [&] { return h - ring.tail.load() < DecodeRing::kSlots; })) return;
       DecodeRing::Slot &s = ring.slot[h % DecodeRing::kSlots];
       s.frame_offset = f.off;
@@ -483,27 +485,46 @@ bool CaptureReader::read_ahead(uint64_t start, const RecordFn &fn, SeenFrames &s
   std::thread scanner([&] {
     pthread_setname_np(pthread_self(), "hs-read-ahead");  // for top -H and perf's --sort comm
     uint64_t off = start;
-    for (int i = 0;; i ^= 1) {
+    // Frames scanned and handed over, frames decoded (or passed by): frame n is in frames[n % 2].
+    uint64_t scanned = 0, decoded = 0;
+    bool end = false;  // the last scan found the end of the file
+    // Scans the next frame into its buffer and hands it over. wait: until the parser has handed
+    // that buffer back (else only if it has). False if nothing was scanned.
+    auto scan_next = [&](bool wait) {
+      Frame &f = frames[scanned % 2];
       {
         std::unique_lock<std::mutex> lock(mu);
-        cv.wait(lock, [&] { return !ready[i] || quit; });
-        if (quit) break;
+        if (wait) cv.wait(lock, [&] { return !ready[scanned % 2] || quit; });
+        if (end || quit || ready[scanned % 2]) return false;
       }
-      scan(off, frames[i], seen);
-      bool last = frames[i].last;
-      off = frames[i].next;
+      scan(off, f, seen);
+      end = f.last;
+      off = f.next;
       {
         std::lock_guard<std::mutex> lock(mu);
-        ready[i] = true;
+        ready[scanned % 2] = true;
       }
       cv.notify_all();
-      // The parser reads frames[i] meanwhile (decode_ahead reads its buf, got and off only);
-      // nothing writes them until the parser hands the frame back.
-      if (ring && frames[i].has_data) {
-        decode_ahead(frames[i], *ring);
-        ring->walked.store(frames[i].off + 1);
+      ++scanned;
+      return true;
+    };
+    for (;;) {
+      if (decoded == scanned && !scan_next(true)) break;
+      const Frame &f = frames[decoded % 2];
+      // The parser reads f meanwhile (decode_ahead reads its buf, got and off only); nothing
+      // writes them until the parser hands the frame back and this thread has decoded it.
+      if (ring && f.has_data) {
+        // While the ring is full, the next frame is decompressed into the other buffer (once the
+        // parser has handed it back): without that the parser waited for a decompression at
+        // every frame's end.
+        decode_ahead(f, *ring, [&] {
+          if (scanned == decoded + 1) scan_next(false);
+        });
+        ring->walked.store(f.off + 1);
         ring->wake(ring->parser_sleeps);
       }
+      bool last = f.last;
+      ++decoded;
       if (last) break;
     }
     if (ring) {

@@ -118,7 +118,7 @@ class CaptureReader {
   void scan(uint64_t off, Frame &f, SeenFrames &seen);
   bool consume(Frame &f, const RecordFn &fn);
   bool read_ahead(uint64_t start, const RecordFn &fn, SeenFrames &seen);
-  void decode_ahead(const Frame &f, DecodeRing &ring);
+  void decode_ahead(const Frame &f, DecodeRing &ring, const std::function<void()> &ring_full);
   bool take_decoded(uint64_t frame_offset, uint64_t at);
   bool filtered(const uint8_t *p, uint64_t len) const;
 

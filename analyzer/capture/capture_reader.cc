@@ -50,6 +50,13 @@ int available_cpus() {
   return CPU_COUNT(&set);
 }
 
+// The length prefix of the record at p (before end): its bytes, 0 if it is unreadable or the
+// record would run past end. parse_frame and decode_ahead walk a frame's records with it.
+size_t record_header(const uint8_t *p, const uint8_t *end, uint64_t *len) {
+  size_t used = read_varint(p, end, len);
+  return used && *len <= uint64_t(end - p - used) ? used : 0;
+}
+
 // A record holding only its events field (the field's key, the batch's length, the batch): *b
 // and *bn locate the batch.
 bool events_batch(const uint8_t *p, uint64_t len, const uint8_t **b, size_t *bn) {
@@ -209,9 +216,9 @@ void CaptureReader::decode_ahead(const Frame &f, DecodeRing &ring, const std::fu
   const uint8_t *data = f.buf.get(), *p = data, *end = data + f.got;
   while (p < end) {
     uint64_t len = 0;
-    size_t used = read_varint(p, end, &len);
+    size_t used = record_header(p, end, &len);
     uint64_t at = uint64_t(p - data);
-    if (!used || len > uint64_t(end - p - used)) return;  // parse_frame reports it
+    if (!used) return;  // parse_frame reports it
     p += used;
     const uint8_t *b;
     size_t bn;
@@ -259,9 +266,9 @@ bool CaptureReader::parse_frame(const uint8_t *data, size_t n, uint64_t frame_of
   wire::Record rec;
   while (p < end) {
     uint64_t len = 0;
-    size_t used = read_varint(p, end, &len);
+    size_t used = record_header(p, end, &len);
     uint64_t at = uint64_t(p - data);
-    if (!used || len > uint64_t(end - p - used)) {
+    if (!used) {
       problem(frame_offset, "frame at " + hex_offset(frame_offset) + ": record at byte " +
                                 std::to_string(at) + " of the frame has a bad length; rest of frame skipped");
       return false;

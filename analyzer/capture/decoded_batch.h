@@ -43,7 +43,6 @@ class DecodedBatch {
       ev_.reset(new DecodedEvent[most]);
       cap_ = most;
     }
-    n_ = 0;
     tid_ = cols.tid();
     Append a{ev_.get(), 0};
     error_ = decode_batch(cols, cursors, a);

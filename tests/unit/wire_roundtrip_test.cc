@@ -205,6 +205,103 @@ heapsnap::wire::EventBatch as_format1(const heapsnap::wire::EventBatch &b) {
   return o;
 }
 
+// A random event stream written as the shim writes it, one kind of event per call (the rng is
+// drawn in the same order by every caller), for the replay tests below.
+struct RandomStream {
+  std::mt19937_64 rng;
+  uint32_t stacks;
+  std::unique_ptr<hs::EventBatch> batch = std::make_unique<hs::EventBatch>();
+  hs::wire::Buf out;
+  std::vector<std::pair<uint64_t, uint32_t>> live, pool_live;
+  uint64_t next_id = 1, t = 1000, addr = 0x10000;
+
+  RandomStream(uint64_t seed, uint32_t n_stacks) : rng(seed), stacks(n_stacks) {}
+  uint32_t any_stack() { return uint32_t(1 + rng() % stacks); }
+  void alloc(uint64_t max_size) {
+    uint32_t stack = any_stack();
+    batch->begin(hs::alloc_kind(uint8_t(rng() % 6)), t);
+    batch->new_id(next_id);
+    batch->block_size(1 + rng() % max_size);
+    batch->stack_id(stack);
+    live.push_back({next_id++, stack});
+  }
+  void free() {
+    size_t k = rng() % live.size();
+    batch->begin(hs::kFree, t);
+    batch->freed_block(live[k].first, live[k].second);
+    live.erase(live.begin() + long(k));
+  }
+  void realloc() {
+    size_t k = rng() % live.size();
+    batch->begin(rng() % 2 ? hs::kReallocMoved : hs::kReallocInPlace, t);
+    batch->block_ref(live[k].first);
+    batch->block_size(1 + rng() % 20000);
+    batch->stack_id(any_stack());
+  }
+  void pool_alloc() {
+    uint32_t stack = any_stack();
+    batch->begin(hs::kPoolAlloc, t);
+    batch->new_id(next_id);
+    batch->address(addr += 16 * (1 + rng() % 8));
+    batch->block_size(16 + rng() % 100);
+    batch->stack_id(stack);
+    batch->pool_id(uint32_t(1 + rng() % 3));
+    pool_live.push_back({next_id++, stack});
+  }
+  void pool_free() {
+    size_t k = rng() % pool_live.size();
+    batch->begin(hs::kPoolFree, t);
+    batch->freed_block(pool_live[k].first, pool_live[k].second);
+    batch->pool_id(1);
+    pool_live.erase(pool_live.begin() + long(k));
+  }
+  // After each event: a full batch goes out.
+  void next() {
+    if (batch->full()) batch->serialize_to(out, 9);
+  }
+  // The stream's batches as Records.
+  std::vector<heapsnap::wire::Record> finish() {
+    batch->serialize_to(out, 9);
+    return parse_all(out);
+  }
+};
+
+// What precedes the events in the replay tests' captures: the process (its sampling mean) and
+// `stacks` stacks of one node each under the root.
+void add_context(heapsnap::capture::CaptureFileWriter &fw, uint64_t mean, uint32_t stacks) {
+  heapsnap::wire::Record rec;
+  rec.mutable_process()->set_pid(1);
+  rec.mutable_process()->set_sample_bytes(mean);
+  fw.add(rec);
+  for (uint32_t s = 1; s <= stacks; ++s) {
+    heapsnap::wire::Record sr;
+    heapsnap::wire::Stack *st = sr.mutable_stack();
+    st->set_id(s);
+    st->set_parent(0);
+    st->set_first_node(s);
+    st->add_frame_delta(int64_t(0x401000 + 16 * s));
+    fw.add(sr);
+  }
+}
+
+// Every per-stack figure of stacks 1..stacks the same in a and b.
+void check_same_stack_figures(const heapsnap::replay::ReplayResult &ra, const heapsnap::replay::ReplayResult &rb,
+                              uint32_t stacks) {
+  for (uint32_t s = 1; s <= stacks; ++s) {
+    const auto &a = ra.by_stack[s], &b = rb.by_stack[s];
+    CHECK(a.alloc_calls == b.alloc_calls);
+    CHECK(a.alloc_bytes == b.alloc_bytes);
+    CHECK(a.live_calls == b.live_calls);
+    CHECK(a.live_bytes == b.live_bytes);
+    CHECK(a.peak_calls == b.peak_calls);
+    CHECK(a.peak_bytes == b.peak_bytes);
+    CHECK(a.samples == b.samples);
+    CHECK(a.reallocs == b.reallocs);
+    CHECK(a.realloc_moves == b.realloc_moves);
+    CHECK(a.pool == b.pool);
+  }
+}
+
 }  // namespace
 
 // The replay reads both formats: one random event stream written as the shim writes it (format 2)
@@ -212,38 +309,17 @@ heapsnap::wire::EventBatch as_format1(const heapsnap::wire::EventBatch &b) {
 TEST_CASE("wire: a format 1 capture and its format 2 twin replay to the same figures") {
   namespace w = heapsnap::wire;
   REQUIRE(hs::heap::init());
-  std::mt19937_64 rng(777);
   constexpr uint32_t kStacks = 40;
-  auto batch = std::make_unique<hs::EventBatch>();
-  hs::wire::Buf out;
-  std::vector<std::pair<uint64_t, uint32_t>> live;
-  uint64_t next_id = 1, t = 1000;
+  RandomStream rs(777, kStacks);
   for (int i = 0; i < 30000; ++i) {
-    t += rng() % 5000;
-    int what = int(rng() % 10);
-    if (what < 5 || live.empty()) {
-      uint32_t stack = uint32_t(1 + rng() % kStacks);
-      batch->begin(hs::alloc_kind(uint8_t(rng() % 6)), t);
-      batch->new_id(next_id);
-      batch->block_size(1 + rng() % 5000);
-      batch->stack_id(stack);
-      live.push_back({next_id++, stack});
-    } else if (what < 8) {
-      size_t k = rng() % live.size();
-      batch->begin(hs::kFree, t);
-      batch->freed_block(live[k].first, live[k].second);
-      live.erase(live.begin() + long(k));
-    } else {
-      size_t k = rng() % live.size();
-      batch->begin(rng() % 2 ? hs::kReallocMoved : hs::kReallocInPlace, t);
-      batch->block_ref(live[k].first);
-      batch->block_size(1 + rng() % 20000);
-      batch->stack_id(uint32_t(1 + rng() % kStacks));
-    }
-    if (batch->full()) batch->serialize_to(out, 9);
+    rs.t += rs.rng() % 5000;
+    int what = int(rs.rng() % 10);
+    if (what < 5 || rs.live.empty()) rs.alloc(5000);
+    else if (what < 8) rs.free();
+    else rs.realloc();
+    rs.next();
   }
-  batch->serialize_to(out, 9);
-  auto batches = parse_all(out);
+  auto batches = rs.finish();
   REQUIRE(batches.size() > 1);
 
   for (uint64_t mean : {uint64_t(1), uint64_t(4096)}) {
@@ -253,19 +329,7 @@ TEST_CASE("wire: a format 1 capture and its format 2 twin replay to the same fig
                          std::to_string(format) + ".hsnap";
       {
         heapsnap::capture::CaptureFileWriter fw(path, uint16_t(format), 0);
-        w::Record rec;
-        rec.mutable_process()->set_pid(1);
-        rec.mutable_process()->set_sample_bytes(mean);
-        fw.add(rec);
-        for (uint32_t s = 1; s <= kStacks; ++s) {  // one node each, under the root
-          w::Record sr;
-          w::Stack *st = sr.mutable_stack();
-          st->set_id(s);
-          st->set_parent(0);
-          st->set_first_node(s);
-          st->add_frame_delta(int64_t(0x401000 + 16 * s));
-          fw.add(sr);
-        }
+        add_context(fw, mean, kStacks);
         for (const auto &b : batches) {
           w::Record er;
           *er.mutable_events() = format == 1 ? as_format1(b.events()) : b.events();
@@ -286,20 +350,11 @@ TEST_CASE("wire: a format 1 capture and its format 2 twin replay to the same fig
     CHECK(r[1].events == r[0].events);
     CHECK(r[1].sampled_peak_bytes == r[0].sampled_peak_bytes);
     CHECK(r[1].sampled_peak_event == r[0].sampled_peak_event);
+    check_same_stack_figures(r[0], r[1], kStacks);
     uint64_t reallocs = 0, moves = 0;
     for (uint32_t s = 1; s <= kStacks; ++s) {
-      const auto &a = r[0].by_stack[s], &b = r[1].by_stack[s];
-      CHECK(a.alloc_calls == b.alloc_calls);
-      CHECK(a.alloc_bytes == b.alloc_bytes);
-      CHECK(a.live_calls == b.live_calls);
-      CHECK(a.live_bytes == b.live_bytes);
-      CHECK(a.peak_calls == b.peak_calls);
-      CHECK(a.peak_bytes == b.peak_bytes);
-      CHECK(a.samples == b.samples);
-      CHECK(a.reallocs == b.reallocs);
-      CHECK(a.realloc_moves == b.realloc_moves);
-      reallocs += a.reallocs;
-      moves += a.realloc_moves;
+      reallocs += r[0].by_stack[s].reallocs;
+      moves += r[0].by_stack[s].realloc_moves;
     }
     CHECK(reallocs > 1000);  // the comparison covered reallocs that moved and that did not
     CHECK(moves > 500);
@@ -315,53 +370,19 @@ TEST_CASE("wire: batches decoded ahead on the read-ahead thread replay to the sa
   namespace w = heapsnap::wire;
   using Mode = heapsnap::capture::CaptureReader::ReadAhead;
   REQUIRE(hs::heap::init());
-  std::mt19937_64 rng(4242);
   constexpr uint32_t kStacks = 60;
-  auto batch = std::make_unique<hs::EventBatch>();
-  hs::wire::Buf out;
-  std::vector<std::pair<uint64_t, uint32_t>> live, pool_live;
-  uint64_t next_id = 1, t = 1000, addr = 0x10000;
+  RandomStream rs(4242, kStacks);
   for (int i = 0; i < 60000; ++i) {
-    t += rng() % 3000;
-    int what = int(rng() % 20);
-    if (what < 8 || live.empty()) {
-      uint32_t stack = uint32_t(1 + rng() % kStacks);
-      batch->begin(hs::alloc_kind(uint8_t(rng() % 6)), t);
-      batch->new_id(next_id);
-      batch->block_size(1 + rng() % 70000);
-      batch->stack_id(stack);
-      live.push_back({next_id++, stack});
-    } else if (what < 14) {
-      size_t k = rng() % live.size();
-      batch->begin(hs::kFree, t);
-      batch->freed_block(live[k].first, live[k].second);
-      live.erase(live.begin() + long(k));
-    } else if (what < 17) {
-      size_t k = rng() % live.size();
-      batch->begin(rng() % 2 ? hs::kReallocMoved : hs::kReallocInPlace, t);
-      batch->block_ref(live[k].first);
-      batch->block_size(1 + rng() % 20000);
-      batch->stack_id(uint32_t(1 + rng() % kStacks));
-    } else if (what < 19 || pool_live.empty()) {
-      uint32_t stack = uint32_t(1 + rng() % kStacks);
-      batch->begin(hs::kPoolAlloc, t);
-      batch->new_id(next_id);
-      batch->address(addr += 16 * (1 + rng() % 8));
-      batch->block_size(16 + rng() % 100);
-      batch->stack_id(stack);
-      batch->pool_id(uint32_t(1 + rng() % 3));
-      pool_live.push_back({next_id++, stack});
-    } else {
-      size_t k = rng() % pool_live.size();
-      batch->begin(hs::kPoolFree, t);
-      batch->freed_block(pool_live[k].first, pool_live[k].second);
-      batch->pool_id(1);
-      pool_live.erase(pool_live.begin() + long(k));
-    }
-    if (batch->full()) batch->serialize_to(out, 9);
+    rs.t += rs.rng() % 3000;
+    int what = int(rs.rng() % 20);
+    if (what < 8 || rs.live.empty()) rs.alloc(70000);
+    else if (what < 14) rs.free();
+    else if (what < 17) rs.realloc();
+    else if (what < 19 || rs.pool_live.empty()) rs.pool_alloc();
+    else rs.pool_free();
+    rs.next();
   }
-  batch->serialize_to(out, 9);
-  auto batches = parse_all(out);
+  auto batches = rs.finish();
   REQUIRE(batches.size() > 10);
 
   std::string path = std::string(P_tmpdir) + "/heapsnap-test-" + std::to_string(getpid()) + "-ahead.hsnap";
@@ -369,19 +390,7 @@ TEST_CASE("wire: batches decoded ahead on the read-ahead thread replay to the sa
     uint64_t cut_at = 0;
     {
       heapsnap::capture::CaptureFileWriter fw(path, 2, 0);
-      w::Record rec;
-      rec.mutable_process()->set_pid(1);
-      rec.mutable_process()->set_sample_bytes(mean);
-      fw.add(rec);
-      for (uint32_t s = 1; s <= kStacks; ++s) {
-        w::Record sr;
-        w::Stack *st = sr.mutable_stack();
-        st->set_id(s);
-        st->set_parent(0);
-        st->set_first_node(s);
-        st->add_frame_delta(int64_t(0x401000 + 16 * s));
-        fw.add(sr);
-      }
+      add_context(fw, mean, kStacks);
       for (size_t i = 0; i < batches.size(); ++i) {
         fw.add(batches[i]);
         if (i % 3 == 2) fw.end_frame();
@@ -390,8 +399,8 @@ TEST_CASE("wire: batches decoded ahead on the read-ahead thread replay to the sa
           w::Record big;
           w::EventBatch *e = big.mutable_events();
           e->set_tid(7);
-          e->set_base_time_ns(t);
-          e->set_base_id(next_id - 1);
+          e->set_base_time_ns(rs.t);
+          e->set_base_id(rs.next_id - 1);
           for (int k = 0; k < 20000; ++k) {
             e->add_kind(w::ALLOC_MALLOC);
             e->add_time_delta_ns(1);
@@ -439,19 +448,7 @@ TEST_CASE("wire: batches decoded ahead on the read-ahead thread replay to the sa
           CHECK(r[1].live_pool_objects[i].second.addr == r[0].live_pool_objects[i].second.addr);
           CHECK(r[1].live_pool_objects[i].second.id == r[0].live_pool_objects[i].second.id);
         }
-        for (uint32_t s = 1; s <= kStacks; ++s) {
-          const auto &a = r[0].by_stack[s], &b = r[1].by_stack[s];
-          CHECK(a.alloc_calls == b.alloc_calls);
-          CHECK(a.alloc_bytes == b.alloc_bytes);
-          CHECK(a.live_calls == b.live_calls);
-          CHECK(a.live_bytes == b.live_bytes);
-          CHECK(a.peak_calls == b.peak_calls);
-          CHECK(a.peak_bytes == b.peak_bytes);
-          CHECK(a.samples == b.samples);
-          CHECK(a.reallocs == b.reallocs);
-          CHECK(a.realloc_moves == b.realloc_moves);
-          CHECK(a.pool == b.pool);
-        }
+        check_same_stack_figures(r[0], r[1], kStacks);
       }
     }
   }

@@ -21,6 +21,7 @@
 #include "export/pprof.h"
 #include "replay/replay.h"
 #include "replay/stack_symbolizer.h"
+#include "symbolize/debug_cache.h"
 
 namespace heapsnap::cli {
 namespace {
@@ -126,6 +127,7 @@ int run_graph_json(const ExportOpts &o) {
     ctx = replay::replay(*reader, ro);
   }
   symbolize::SymbolizerOptions so;
+  so.cache_dir = symbolize::debug_cache::default_dir();
   if (!o.debug_dirs.empty()) so.debug_dirs = o.debug_dirs;
   replay::StackSymbolizer sym(ctx.modules, so);
   auto site = [&](uint32_t b) {

@@ -19,6 +19,7 @@
 #include "replay/replay.h"
 #include "replay/stack_symbolizer.h"
 #include "snapshot/object_graph.h"
+#include "symbolize/debug_cache.h"
 
 namespace heapsnap::cli {
 namespace {
@@ -135,6 +136,7 @@ bool load(const SnapshotArgs &a, Context *c, bool with_children, bool print_stat
   c->graph = snapshot::build_object_graph(c->snap, go);
   if (print_stats) c->stats = std::make_unique<GraphStatsReport>(c->graph.stats, start, read_s);
   symbolize::SymbolizerOptions so;
+  so.cache_dir = symbolize::debug_cache::default_dir();
   if (!a.debug_dirs.empty()) so.debug_dirs = a.debug_dirs;
   c->sym = std::make_unique<replay::StackSymbolizer>(c->capture.modules, so);
   return true;
@@ -619,6 +621,7 @@ int run_diff(const DiffArgs &d) {
     ctx = replay::replay(*reader, o);
   }
   symbolize::SymbolizerOptions so;
+  so.cache_dir = symbolize::debug_cache::default_dir();
   if (!d.debug_dirs.empty()) so.debug_dirs = d.debug_dirs;
   replay::StackSymbolizer sym(ctx.modules, so);
   auto label = [&](uint64_t site) {

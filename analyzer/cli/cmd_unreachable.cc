@@ -13,6 +13,7 @@
 #include "replay/replay.h"
 #include "replay/stack_symbolizer.h"
 #include "snapshot/reachability.h"
+#include "symbolize/debug_cache.h"
 
 namespace heapsnap::cli {
 namespace {
@@ -28,6 +29,7 @@ int run(const SnapshotArgs &a) {
   auto reader = capture::CaptureReader::open(a.file, &err);
   replay::ReplayResult rr = reader ? replay::replay(*reader) : replay::ReplayResult{};
   symbolize::SymbolizerOptions so;
+  so.cache_dir = symbolize::debug_cache::default_dir();
   if (!a.debug_dirs.empty()) so.debug_dirs = a.debug_dirs;
   replay::StackSymbolizer sym(rr.modules, so);
   struct Group {

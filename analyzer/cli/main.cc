@@ -35,7 +35,11 @@ int main(int argc, char **argv) {
       "Environment:\n"
       "  NO_COLOR          set and not empty: no colour unless --color=always (https://no-color.org)\n"
       "  TERM              dumb: no colour unless --color=always\n"
-      "  HEAPSNAP_PRELOAD  the shim record preloads (default: found next to this program)");
+      "  HEAPSNAP_PRELOAD  the shim record preloads (default: found next to this program)\n"
+      "  HEAPSNAP_CACHE_DIR  where queries keep inflated copies of compressed debug files, in\n"
+      "                    HEAPSNAP_CACHE_DIR/debug (default $XDG_CACHE_HOME/heapsnap, else\n"
+      "                    ~/.cache/heapsnap; at most 2 GiB, least recently used go first); empty or\n"
+      "                    \"off\": no cache");
   app.failure_message(heapsnap::cli::usage_failure_message);
   app.set_version_flag("--version", std::string("heapsnap ") + HEAPSNAP_VERSION);
   app.require_subcommand(1);

@@ -3,6 +3,7 @@
 #include "cli/format.h"
 #include "cli/progress.h"
 #include "cli/term_style.h"
+#include "symbolize/debug_cache.h"
 
 namespace heapsnap::cli {
 
@@ -10,6 +11,7 @@ bool load_replay(const std::string &file, const std::vector<std::string> &debug_
   std::string err;
   Progress prog("replaying " + file);
   symbolize::SymbolizerOptions so;
+  so.cache_dir = symbolize::debug_cache::default_dir();
   if (!debug_dirs.empty()) so.debug_dirs = debug_dirs;
   // Made before the replay, which hands it modules and stacks as it reads them: debug files
   // load on another thread meanwhile.

@@ -10,6 +10,7 @@
 #include "report/timeline_series.h"
 #include "snapshot/heap_snapshot.h"
 #include "snapshot/object_graph.h"
+#include "symbolize/debug_cache.h"
 
 #ifndef HEAPSNAP_VERSION
 #define HEAPSNAP_VERSION "dev"
@@ -433,6 +434,7 @@ bool build_report_data(const ReportOptions &o, json *out, std::string *error) {
   };
   std::string err;
   symbolize::SymbolizerOptions so;
+  so.cache_dir = symbolize::debug_cache::default_dir();
   if (!o.debug_dirs.empty()) so.debug_dirs = o.debug_dirs;
   StackSymbolizer sym(so);  // follows the replay: debug files load meanwhile
   replay::ReplayOptions ro;

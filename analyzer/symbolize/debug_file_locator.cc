@@ -1,5 +1,7 @@
 #include "symbolize/debug_file_locator.h"
 
+#include "symbolize/debug_cache.h"
+
 #include <elfutils/libdwelf.h>
 #include <fcntl.h>
 #include <gelf.h>
@@ -70,8 +72,9 @@ std::string dirname_of(const std::string& path) {
 
 }  // namespace
 
-DebugFileLocator::DebugFileLocator(std::vector<std::string> debug_dirs, bool use_debuginfod)
-    : use_debuginfod_(use_debuginfod) {
+DebugFileLocator::DebugFileLocator(std::vector<std::string> debug_dirs, bool use_debuginfod,
+                                   std::string cache_dir)
+    : use_debuginfod_(use_debuginfod), cache_dir_(std::move(cache_dir)) {
   // libdwfl reads relative elements as subdirectories of each module's directory: make the
   // configured dirs absolute.
   for (auto& d : debug_dirs) {
@@ -119,6 +122,19 @@ int DebugFileLocator::find_debuginfo(Dwfl_Module* mod, void** userdata, const ch
                                      const char* debuglink_file, GElf_Word debuglink_crc,
                                      char** debuginfo_file_name) {
   auto* ctx = userdata != nullptr ? static_cast<ModuleContext*>(*userdata) : nullptr;
+  if (ctx != nullptr && ctx->locator != nullptr && !ctx->locator->cache_dir_.empty()) {
+    // dwbias is -1 until the module has its debug file: a later call is libdwfl looking for a
+    // dwz alt file (its own test), which the cache does not hold.
+    Dwarf_Addr dwbias = 0;
+    dwfl_module_info(mod, nullptr, nullptr, nullptr, &dwbias, nullptr, nullptr, nullptr);
+    const unsigned char* bits = nullptr;
+    GElf_Addr vaddr = 0;
+    int n = dwbias == Dwarf_Addr(-1) ? dwfl_module_build_id(mod, &bits, &vaddr) : 0;
+    if (n > 0) {
+      int fd = debug_cache::open(ctx->locator->cache_dir_, bits, n, debuginfo_file_name);
+      if (fd >= 0) return fd;
+    }
+  }
   // Build-id first: covers the main debug file and dwz "alt" files, validated by libdwfl.
   int fd = dwfl_build_id_find_debuginfo(mod, userdata, modname, base, file_name, debuglink_file,
                                         debuglink_crc, debuginfo_file_name);

@@ -1,6 +1,7 @@
 // Finds separate debug files for libdwfl (its find_debuginfo callback).
 //
-// Order: build-id under each debug dir (<dir>/.build-id/xx/yyyy.debug, also used for dwz alt
+// Order: an inflated copy in the debug cache (debug_cache.h), when one is configured; then
+// build-id under each debug dir (<dir>/.build-id/xx/yyyy.debug, also used for dwz alt
 // files) through libdwfl's own dwfl_build_id_find_debuginfo; then .gnu_debuglink next to the
 // module, in its .debug/ subdir and under <dir>/<module's dir>/, validated by build-id (or CRC32
 // when the module has no build-id). debuginfod is only consulted when enabled: libdw's standard
@@ -16,9 +17,12 @@ namespace heapsnap::symbolize {
 
 class DebugFileLocator {
  public:
-  DebugFileLocator(std::vector<std::string> debug_dirs, bool use_debuginfod);
+  // cache_dir: where inflated copies of compressed debug files are kept ("" for none).
+  DebugFileLocator(std::vector<std::string> debug_dirs, bool use_debuginfod, std::string cache_dir = {});
   DebugFileLocator(const DebugFileLocator&) = delete;
   DebugFileLocator& operator=(const DebugFileLocator&) = delete;
+
+  const std::string& cache_dir() const { return cache_dir_; }
 
   // Callbacks for dwfl_begin(); valid as long as this object lives.
   const Dwfl_Callbacks* callbacks() const { return &callbacks_; }
@@ -41,6 +45,7 @@ class DebugFileLocator {
 
   std::vector<std::string> debug_dirs_;
   bool use_debuginfod_;
+  std::string cache_dir_;
   std::string path_;   // libdwfl debuginfo_path string: ":.debug:<dir>:<dir>..."
   char* path_ptr_;     // what callbacks_.debuginfo_path points at
   Dwfl_Callbacks callbacks_{};

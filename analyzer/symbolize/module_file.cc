@@ -6,6 +6,8 @@
 #include <cerrno>
 #include <cstring>
 
+#include "symbolize/debug_cache.h"
+
 namespace heapsnap::symbolize {
 
 ModuleFile::ModuleFile(std::string path, const DebugFileLocator* locator, bool demangle_names)
@@ -61,7 +63,11 @@ bool ModuleFile::open() {
 void ModuleFile::load_dwarf() {
   dwarf_loaded_ = true;
   Dwarf* dw = dwfl_module_getdwarf(mod_, &dwarf_bias_);
-  if (dw != nullptr) dwarf_ = std::make_unique<DwarfIndex>(dw, demangle_);
+  if (dw == nullptr) return;
+  dwarf_ = std::make_unique<DwarfIndex>(dw, demangle_);
+  // On the thread that owns this module (the prefetch worker or, after it, the caller's): no
+  // other thread reads the Elf libdw inflated while it is copied.
+  debug_cache::store(locator_->cache_dir(), mod_, dw, build_id_);
 }
 
 void ModuleFile::preload(const std::string& expected_build_id) {

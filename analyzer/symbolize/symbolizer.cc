@@ -61,7 +61,7 @@ struct Symbolizer::Impl {
   };
 
   explicit Impl(SymbolizerOptions o)
-      : opts(std::move(o)), locator(opts.debug_dirs, opts.use_debuginfod) {}
+      : opts(std::move(o)), locator(opts.debug_dirs, opts.use_debuginfod, opts.cache_dir) {}
   ~Impl() { settle(); }
 
   // Prefetching. Until settle(), the worker alone touches `files` and `locator`; the caller's

@@ -59,6 +59,9 @@ struct SymbolizerOptions {
   // Also ask debuginfod servers (DEBUGINFOD_URLS) for missing debug files. Off by default: the
   // analyzer works offline and must not stall on the network.
   bool use_debuginfod = false;
+  // Where inflated copies of compressed debug files are kept (debug_cache.h); "" for none. The
+  // command line passes debug_cache::default_dir().
+  std::string cache_dir;
 };
 
 class Symbolizer {

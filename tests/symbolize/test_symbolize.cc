@@ -3,6 +3,9 @@
 // files, and the degraded cases. Ends with a throughput measurement (printed, not asserted).
 #include <dlfcn.h>
 #include <elf.h>
+#include <fcntl.h>
+#include <gelf.h>
+#include <sys/stat.h>
 #include <link.h>
 #include <unistd.h>
 
@@ -507,6 +510,149 @@ TEST_CASE("separate debug files: build-id directory, debuglink, CRC, symbols onl
       CHECK(r.status == Status::no_debug_info);
       CHECK(r.frames[0].function == "st_plain");
     }
+  }
+}
+
+namespace {
+
+// Sections of an ELF file: how many there are and how many are SHF_COMPRESSED (-1, -1: unreadable).
+std::pair<int, int> section_counts(const fs::path& path) {
+  int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return {-1, -1};
+  elf_version(EV_CURRENT);
+  std::pair<int, int> n{-1, -1};
+  if (Elf* elf = elf_begin(fd, ELF_C_READ, nullptr)) {
+    n = {0, 0};
+    for (Elf_Scn* scn = elf_nextscn(elf, nullptr); scn != nullptr; scn = elf_nextscn(elf, scn)) {
+      GElf_Shdr sh;
+      if (gelf_getshdr(scn, &sh) == nullptr) continue;
+      ++n.first;
+      if (sh.sh_flags & SHF_COMPRESSED) ++n.second;
+    }
+    elf_end(elf);
+  }
+  close(fd);
+  return n;
+}
+
+void check_inlined(Symbolizer& s, uint32_t h) {
+  st_capture_t c{};
+  st_with_inline(&c);
+  const Symbolized& r = s.symbolize(h, reinterpret_cast<uint64_t>(c.ret));
+  CHECK(r.status == Status::ok);
+  REQUIRE(r.frames.size() == 3);
+  CHECK(r.frames[0].function == "st_inline_inner(st_capture_t*, int)");
+  CHECK(r.frames[0].line == static_cast<uint32_t>(c.line));
+  CHECK(r.frames[1].line == static_cast<uint32_t>(c.call_line[0]));
+  CHECK(r.frames[2].function == "st_with_inline");
+  CHECK(r.frames[2].line == static_cast<uint32_t>(c.call_line[1]));
+}
+
+uint64_t plain_pc() {
+  st_capture_t c{};
+  st_plain(&c);
+  return reinterpret_cast<uint64_t>(c.ret);
+}
+
+}  // namespace
+
+TEST_CASE("debug cache: a compressed debug file is kept inflated and used from there") {
+  REQUIRE(target().found);
+  if (!have_objcopy()) {
+    MESSAGE("objcopy not found; skipping the debug cache tests");
+    return;
+  }
+  TempDir tmp;
+  REQUIRE(!tmp.path.empty());
+  const fs::path lib = target().info.path;
+  const std::string id = build_id_hex(target().info.build_id);
+  REQUIRE(!id.empty());
+  fs::path dbg = tmp.path / "debug";
+  fs::path dfile = dbg / ".build-id" / id.substr(0, 2) / (id.substr(2) + ".debug");
+  fs::create_directories(dfile.parent_path());
+  fs::path stripped = tmp.path / "libsymbolize_target.so";
+  REQUIRE(objcopy("--only-keep-debug --compress-debug-sections=zlib " + q(lib) + " " + q(dfile)));
+  REQUIRE(objcopy("--strip-all " + q(lib) + " " + q(stripped)));
+  auto [sections, compressed] = section_counts(dfile);
+  REQUIRE(compressed > 0);  // what the cache is for
+  ModuleInfo mi = target().info;
+  mi.path = stripped.string();
+  const fs::path cache = tmp.path / "cache" / "debug";
+  const fs::path copy = cache / (id + ".debug");
+  SymbolizerOptions with_debug;
+  with_debug.debug_dirs = {dbg.string()};
+  with_debug.cache_dir = cache.string();
+  SymbolizerOptions cache_only = with_debug;
+  cache_only.debug_dirs = {};
+
+  {
+    Symbolizer s(with_debug);
+    uint32_t h = s.add_module(mi);
+    s.prefetch(h);  // the copy is written by the thread that loads the file
+    check_plain(s, h);
+    check_inlined(s, h);
+    CHECK(s.warnings().empty());
+  }
+  REQUIRE(fs::exists(copy));
+  CHECK(section_counts(copy) == std::make_pair(sections, 0));  // every section, none compressed
+  CHECK((fs::status(cache).permissions() & (fs::perms::group_all | fs::perms::others_all)) == fs::perms::none);
+
+  SUBCASE("the copy answers alone: same functions, lines and inlined frames") {
+    fs::remove(dfile);
+    Symbolizer s(cache_only);
+    uint32_t h = s.add_module(mi);
+    check_plain(s, h);
+    check_inlined(s, h);
+    CHECK(s.warnings().empty());
+  }
+  SUBCASE("a copy that is not ELF, or of another build id, is not used; the next load replaces it") {
+    for (int variant = 0; variant < 2; ++variant) {
+      if (variant == 0) {
+        std::ofstream(copy, std::ios::trunc) << "not an ELF file";
+      } else {
+        fs::remove(copy);
+        fs::copy_file(stripped, copy);  // ELF, and this build id's file, but no DWARF: a debug file
+        REQUIRE(objcopy("--remove-section=.note.gnu.build-id " + q(copy)));  // of no build id
+      }
+      {
+        Symbolizer s(cache_only);
+        const Symbolized& r = s.symbolize(s.add_module(mi), plain_pc());
+        CHECK(r.status == Status::no_debug_info);  // .dynsym of the stripped file: no line
+      }
+      {
+        Symbolizer s(with_debug);
+        check_plain(s, s.add_module(mi));
+      }
+      CHECK(section_counts(copy) == std::make_pair(sections, 0));
+    }
+  }
+  SUBCASE("a copy another user owns is not used") {
+    if (geteuid() != 0) {
+      MESSAGE("not root: cannot give the copy to another user");
+      return;
+    }
+    REQUIRE(chown(copy.c_str(), 65534, 65534) == 0);
+    fs::remove(dfile);
+    Symbolizer s(cache_only);
+    const Symbolized& r = s.symbolize(s.add_module(mi), plain_pc());
+    CHECK(r.status == Status::no_debug_info);
+  }
+  SUBCASE("an uncompressed debug file is not copied; a cache that cannot be written changes no answer") {
+    fs::remove(copy);
+    REQUIRE(objcopy("--decompress-debug-sections " + q(dfile)));
+    {
+      Symbolizer s(with_debug);
+      check_plain(s, s.add_module(mi));
+    }
+    CHECK_FALSE(fs::exists(copy));
+    REQUIRE(objcopy("--compress-debug-sections=zlib " + q(dfile)));
+    std::ofstream(tmp.path / "file") << "x";
+    SymbolizerOptions blocked = with_debug;
+    blocked.cache_dir = (tmp.path / "file" / "debug").string();  // under a regular file
+    Symbolizer s(blocked);
+    uint32_t h = s.add_module(mi);
+    check_plain(s, h);
+    check_inlined(s, h);
   }
 }
 

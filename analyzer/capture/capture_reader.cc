@@ -449,12 +449,15 @@ bool CaptureReader::for_each_record(const RecordFn &fn) {
   SeenFrames seen;
   if (read_ahead_ == ReadAhead::always || (read_ahead_ == ReadAhead::automatic && size_ - body_offset_ >= kReadAheadMin))
     return read_ahead(body_offset_, fn, seen);
-  // With a third CPU, a second frame is worth the thread (the writer's frames compress 50 to 160
-  // times: a 0.5 MB capture can hold 12 M events). With two, the thread that loads debug files
-  // during a replay has the other one, and the read-ahead thread only paid from about 30 M
-  // events on (12 M: 0.124 s without it, 0.131 s with; 36 M: 0.337 s, 0.276 s).
+  // With a second CPU, a second frame is worth the thread (the writer's frames compress 50 to 160
+  // times: a 0.5 MB capture can hold 12 M events). The thread that loads debug files during a
+  // replay competes for that CPU: on one 2-CPU machine, with libc's debug file inflated at each
+  // query, the read-ahead thread lost a little at 12 M events (0.124 s without it, 0.131 s with)
+  // and won from about 30 M on (36 M: 0.337 s, 0.276 s); on another (AMD Zen 4, 2 CPUs) it won at
+  // 12 M (0.190 s, 0.156 s), and with the debug file served inflated from the debug cache
+  // (symbolize/debug_cache.h) by more (0.242 s, 0.184 s).
   bool ahead_after_first =
-      read_ahead_ == ReadAhead::after_first || (read_ahead_ == ReadAhead::automatic && available_cpus() >= 3);
+      read_ahead_ == ReadAhead::after_first || (read_ahead_ == ReadAhead::automatic && available_cpus() >= 2);
   uint64_t off = body_offset_;
   for (;;) {
     if (progress_) progress_(off, size_);

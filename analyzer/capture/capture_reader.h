@@ -85,7 +85,7 @@ class CaptureReader {
   // Whether a thread scans and decompresses the next frame while the current one is parsed:
   // always, never, after_first (the first frame read on the caller's thread, the thread started
   // if there is a second), automatic (always for files of kReadAheadMin bytes or more, else
-  // after_first with three CPUs or more, else never). The records, problems and figures are the
+  // after_first with two CPUs or more, else never). The records, problems and figures are the
   // same either way.
   enum class ReadAhead { automatic, always, never, after_first };
   void set_read_ahead(ReadAhead mode) { read_ahead_ = mode; }

@@ -380,7 +380,7 @@ class Bench:
             argv = ["/usr/bin/ms_print", files[0]]
         env = {"PATH": "/usr/bin:/bin", "HOME": os.environ.get("HOME", "/root"), "LC_ALL": "C",
                # heapsnap's debug cache (inflated copies of compressed debug files) is the bench's
-               # own: the first round's analysis fills it, later ones use it (see Method).
+               # own: the first heapsnap analysis fills it, later ones use it (see Method).
                "HEAPSNAP_CACHE_DIR": os.path.join(self.work, "heapsnap-cache")}
         with open(os.path.join(rundir, "analysis.out"), "w") as so, open(os.path.join(rundir, "analysis.err"), "w") as se:
             wall, status, ru, timed_out = self.spawn(argv, env, subprocess.DEVNULL, so, se, 600 * self.args.timeout_scale)
@@ -658,9 +658,10 @@ class Bench:
         L.append("- Every process gets a clean environment (PATH, HOME, LC_ALL=C, the workload's own variables); "
                  "`python3` is /usr/bin/python3.")
         L.append("- heapsnap: `heapsnap record -q [--sample-bytes 1 | --snapshot-at-exit] -o X -- prog`; analysis "
-                 "`heapsnap top-allocators X`, with its debug cache in the bench's scratch directory: the first "
-                 "round's analysis of a workload inflates and keeps libc's compressed debug file, the later rounds "
-                 "(and so the median) use the copy, as a user's second and later queries do.")
+                 "`heapsnap top-allocators X`, with its debug cache in the bench's scratch directory: the bench's "
+                 "first heapsnap analysis inflates and keeps libc's compressed debug file (every workload's "
+                 "captures name the same libc), every later one uses the copy, as a user's second and later "
+                 "queries do (scripts/bench_replay measures both).")
         L.append("- heaptrack: `heaptrack -o X prog` under an address-space limit of %d GiB (setrlimit RLIMIT_AS, "
                  "inherited by heaptrack_interpret) and a timeout; analysis "
                  "`heaptrack_print --print-peaks=0 --print-temporary=0 --print-allocators=1 -f X.zst`." % self.args.heaptrack_as_gb)

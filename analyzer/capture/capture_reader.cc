@@ -454,8 +454,8 @@ bool CaptureReader::for_each_record(const RecordFn &fn) {
   // replay competes for that CPU: on one 2-CPU machine, with libc's debug file inflated at each
   // query, the read-ahead thread lost a little at 12 M events (0.124 s without it, 0.131 s with)
   // and won from about 30 M on (36 M: 0.337 s, 0.276 s); on another (AMD Zen 4, 2 CPUs) it won at
-  // 12 M (0.190 s, 0.156 s), and with the debug file served inflated from the debug cache
-  // (symbolize/debug_cache.h) by more (0.242 s, 0.184 s).
+  // 12 M (0.190 s, 0.156 s, medians of 10, libc's debug file inflated meanwhile). With that file
+  // served from the debug cache (symbolize/debug_cache.h) the other thread has little to do.
   bool ahead_after_first =
       read_ahead_ == ReadAhead::after_first || (read_ahead_ == ReadAhead::automatic && available_cpus() >= 2);
   uint64_t off = body_offset_;

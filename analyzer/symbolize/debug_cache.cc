@@ -4,6 +4,7 @@
 #include <fcntl.h>
 #include <gelf.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -36,13 +37,15 @@ bool has_build_id(int fd, const unsigned char* id, int len) {
   return ok;
 }
 
-// Whether the file at `path` has SHF_COMPRESSED sections (what the copy saves inflating), and no
-// GNU-style .zdebug ones (libdw inflates those too, but the copy would keep their names, which
-// say "compressed").
+// Whether the file at `path` has SHF_COMPRESSED sections (what the copy saves inflating), and none
+// of these: GNU-style .zdebug sections (libdw inflates those too, but the copy would keep their
+// names, which say "compressed"); a dwz alt file link (.gnu_debugaltlink, .debug_sup), which libdw
+// may resolve relative to the debug file's directory: from a copy in the cache it would look in
+// the wrong place and answer differently.
 bool worth_copying(const char* path) {
   int fd = ::open(path, O_RDONLY | O_CLOEXEC);
   if (fd < 0) return false;
-  bool compressed = false, zdebug = false;
+  bool compressed = false, zdebug = false;  // zdebug: any of the reasons not to copy
   if (Elf* elf = elf_begin(fd, ELF_C_READ_MMAP, nullptr)) {
     size_t shstrndx = 0;
     if (elf_getshdrstrndx(elf, &shstrndx) == 0) {
@@ -51,7 +54,9 @@ bool worth_copying(const char* path) {
         if (gelf_getshdr(scn, &sh) == nullptr) continue;
         if (sh.sh_type != SHT_NOBITS && (sh.sh_flags & SHF_COMPRESSED)) compressed = true;
         const char* name = elf_strptr(elf, shstrndx, sh.sh_name);
-        if (name != nullptr && std::strncmp(name, ".zdebug", 7) == 0) zdebug = true;
+        if (name != nullptr && (std::strncmp(name, ".zdebug", 7) == 0 || std::strcmp(name, ".gnu_debugaltlink") == 0 ||
+                                std::strcmp(name, ".debug_sup") == 0))
+          zdebug = true;
       }
     }
     elf_end(elf);
@@ -93,11 +98,13 @@ bool write_elf(Elf* in, int fd) {
     GElf_Shdr sh;
     ok = copy != nullptr && gelf_getshdr(scn, &sh) != nullptr;
     if (ok && sh.sh_type != SHT_NOBITS) {
+      elf_errno();  // clear: a read error ends the loop below like the last buffer does
       for (Elf_Data* d = elf_getdata(scn, nullptr); ok && d != nullptr; d = elf_getdata(scn, d)) {
         Elf_Data* nd = elf_newdata(copy);
         if (nd == nullptr) ok = false;
         else *nd = *d;  // points at `in`'s buffers, which outlive elf_update below
       }
+      ok = ok && elf_errno() == 0;
     }
     ok = ok && gelf_update_shdr(copy, &sh) != 0;
   }
@@ -129,7 +136,7 @@ void trim(const std::string& dir, const std::string& keep) {
   auto now = fs::file_time_type::clock::now();
   for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
     std::error_code e2;
-    if (!it->is_regular_file(e2)) continue;
+    if (it->symlink_status(e2).type() != fs::file_type::regular) continue;  // not a planted symlink
     std::string name = it->path().filename().string();
     auto mtime = it->last_write_time(e2);
     if (e2) continue;
@@ -152,6 +159,15 @@ void trim(const std::string& dir, const std::string& keep) {
   }
 }
 
+// The cache directory is a directory (not a symlink) of the current user that no one else can
+// write: otherwise another user could replace copies between the checks and their use, or fill
+// the directory to evict them.
+bool private_dir(const std::string& dir) {
+  struct stat st {};
+  return lstat(dir.c_str(), &st) == 0 && S_ISDIR(st.st_mode) && st.st_uid == geteuid() &&
+         (st.st_mode & (S_IWGRP | S_IWOTH)) == 0;
+}
+
 }  // namespace
 
 std::string default_dir() {
@@ -165,7 +181,7 @@ std::string default_dir() {
 }
 
 int open(const std::string& dir, const unsigned char* build_id, int len, char** file_name) {
-  if (dir.empty() || len <= 0) return -1;
+  if (dir.empty() || len <= 0 || !private_dir(dir)) return -1;
   std::string path = dir + "/" + build_id_hex({reinterpret_cast<const char*>(build_id), size_t(len)}) + ".debug";
   int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
   if (fd < 0) return -1;
@@ -197,6 +213,11 @@ bool store(const std::string& dir, Dwfl_Module* mod, Dwarf* dw, const std::strin
   fs::path d(dir);
   if (d.has_parent_path()) fs::create_directories(d.parent_path(), ec);
   if (::mkdir(dir.c_str(), 0700) != 0 && errno != EEXIST) return false;
+  if (!private_dir(dir)) return false;
+  struct statvfs fs_free {};
+  if (statvfs(dir.c_str(), &fs_free) == 0 &&
+      uint64_t(fs_free.f_bavail) * fs_free.f_frsize < copy_size(elf) + (64ull << 20))
+    return false;  // a full disk: not every query writing and removing hundreds of MB
   std::string path = dir + "/" + build_id_hex(build_id) + ".debug";
   std::string tmp = path + ".tmp." + std::to_string(getpid());
   int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600);

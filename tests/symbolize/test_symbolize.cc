@@ -626,6 +626,60 @@ TEST_CASE("debug cache: a compressed debug file is kept inflated and used from t
       CHECK(section_counts(copy) == std::make_pair(sections, 0));
     }
   }
+  SUBCASE("a copy with DWARF but another build id, or a symlink to a good copy, is not used") {
+    // The copy with one byte of its build id changed: DWARF that would answer, for another file
+    // (libdwfl checks a debug file's build id too: either check keeps it out).
+    fs::path note = tmp.path / "note.bin";
+    REQUIRE(objcopy("-O binary --only-section=.note.gnu.build-id " + q(copy) + " " + q(note)));
+    std::string bytes;
+    {
+      std::ifstream in(note, std::ios::binary);
+      bytes.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+    }
+    REQUIRE(bytes.size() > 16);
+    bytes.back() = char(bytes.back() ^ 0x5a);
+    std::ofstream(note, std::ios::binary | std::ios::trunc) << bytes;
+    fs::path good = tmp.path / "good.debug";
+    fs::copy_file(copy, good);
+    REQUIRE(objcopy("--update-section .note.gnu.build-id=" + q(note) + " " + q(copy)));
+    fs::remove(dfile);
+    {
+      Symbolizer s(cache_only);
+      CHECK(s.symbolize(s.add_module(mi), plain_pc()).status == Status::no_debug_info);
+    }
+    fs::remove(copy);
+    fs::create_symlink(good, copy);  // O_NOFOLLOW
+    {
+      Symbolizer s(cache_only);
+      CHECK(s.symbolize(s.add_module(mi), plain_pc()).status == Status::no_debug_info);
+    }
+    fs::remove(copy);
+    fs::copy_file(good, copy);  // the control: the same bytes as a file of the cache are used
+    Symbolizer s(cache_only);
+    check_plain(s, s.add_module(mi));
+  }
+  SUBCASE("a cache directory others can write is not used") {
+    fs::remove(dfile);
+    fs::permissions(cache, fs::perms::group_write | fs::perms::others_write, fs::perm_options::add);
+    {
+      Symbolizer s(cache_only);
+      CHECK(s.symbolize(s.add_module(mi), plain_pc()).status == Status::no_debug_info);
+    }
+    fs::permissions(cache, fs::perms::group_write | fs::perms::others_write, fs::perm_options::remove);
+    Symbolizer s(cache_only);
+    check_plain(s, s.add_module(mi));
+  }
+  SUBCASE("a debug file linking a dwz alt file is not copied (the link may be relative to it)") {
+    fs::remove(copy);
+    fs::path link = tmp.path / "altlink.bin";
+    std::ofstream(link, std::ios::binary) << std::string("../../.dwz/x.debug\0\x01\x02\x03\x04", 23);
+    REQUIRE(objcopy("--add-section .gnu_debugaltlink=" + q(link) + " " + q(dfile)));
+    {
+      Symbolizer s(with_debug);
+      check_plain(s, s.add_module(mi));
+    }
+    CHECK_FALSE(fs::exists(copy));
+  }
   SUBCASE("a copy another user owns is not used") {
     if (geteuid() != 0) {
       MESSAGE("not root: cannot give the copy to another user");

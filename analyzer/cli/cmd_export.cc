@@ -21,7 +21,6 @@
 #include "export/pprof.h"
 #include "replay/replay.h"
 #include "replay/stack_symbolizer.h"
-#include "symbolize/debug_cache.h"
 
 namespace heapsnap::cli {
 namespace {
@@ -126,10 +125,7 @@ int run_graph_json(const ExportOpts &o) {
     ro.context_only = true;
     ctx = replay::replay(*reader, ro);
   }
-  symbolize::SymbolizerOptions so;
-  so.cache_dir = symbolize::debug_cache::default_dir();
-  if (!o.debug_dirs.empty()) so.debug_dirs = o.debug_dirs;
-  replay::StackSymbolizer sym(ctx.modules, so);
+  replay::StackSymbolizer sym(ctx.modules, symbolize::command_options(o.debug_dirs));
   auto site = [&](uint32_t b) {
     const auto &f = sym.frames_of(s.call_site[b]);
     return f.empty() ? std::string() : f[0].label();

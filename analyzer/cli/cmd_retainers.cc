@@ -19,7 +19,6 @@
 #include "replay/replay.h"
 #include "replay/stack_symbolizer.h"
 #include "snapshot/object_graph.h"
-#include "symbolize/debug_cache.h"
 
 namespace heapsnap::cli {
 namespace {
@@ -135,10 +134,7 @@ bool load(const SnapshotArgs &a, Context *c, bool with_children, bool print_stat
   go.keep_csr = need_edges;  // only path walks the edges after the dominators
   c->graph = snapshot::build_object_graph(c->snap, go);
   if (print_stats) c->stats = std::make_unique<GraphStatsReport>(c->graph.stats, start, read_s);
-  symbolize::SymbolizerOptions so;
-  so.cache_dir = symbolize::debug_cache::default_dir();
-  if (!a.debug_dirs.empty()) so.debug_dirs = a.debug_dirs;
-  c->sym = std::make_unique<replay::StackSymbolizer>(c->capture.modules, so);
+  c->sym = std::make_unique<replay::StackSymbolizer>(c->capture.modules, symbolize::command_options(a.debug_dirs));
   return true;
 }
 
@@ -620,10 +616,7 @@ int run_diff(const DiffArgs &d) {
     o.context_only = true;
     ctx = replay::replay(*reader, o);
   }
-  symbolize::SymbolizerOptions so;
-  so.cache_dir = symbolize::debug_cache::default_dir();
-  if (!d.debug_dirs.empty()) so.debug_dirs = d.debug_dirs;
-  replay::StackSymbolizer sym(ctx.modules, so);
+  replay::StackSymbolizer sym(ctx.modules, symbolize::command_options(d.debug_dirs));
   auto label = [&](uint64_t site) {
     const auto &f = sym.frames_of(site);
     return f.empty() ? hex(site) : f[0].label();

@@ -13,7 +13,6 @@
 #include "replay/replay.h"
 #include "replay/stack_symbolizer.h"
 #include "snapshot/reachability.h"
-#include "symbolize/debug_cache.h"
 
 namespace heapsnap::cli {
 namespace {
@@ -28,10 +27,7 @@ int run(const SnapshotArgs &a) {
   std::string err;
   auto reader = capture::CaptureReader::open(a.file, &err);
   replay::ReplayResult rr = reader ? replay::replay(*reader) : replay::ReplayResult{};
-  symbolize::SymbolizerOptions so;
-  so.cache_dir = symbolize::debug_cache::default_dir();
-  if (!a.debug_dirs.empty()) so.debug_dirs = a.debug_dirs;
-  replay::StackSymbolizer sym(rr.modules, so);
+  replay::StackSymbolizer sym(rr.modules, symbolize::command_options(a.debug_dirs));
   struct Group {
     uint64_t definite_blocks = 0, definite_bytes = 0, indirect_blocks = 0, indirect_bytes = 0;
   };

@@ -3,19 +3,15 @@
 #include "cli/format.h"
 #include "cli/progress.h"
 #include "cli/term_style.h"
-#include "symbolize/debug_cache.h"
 
 namespace heapsnap::cli {
 
 bool load_replay(const std::string &file, const std::vector<std::string> &debug_dirs, LoadedReplay *out) {
   std::string err;
   Progress prog("replaying " + file);
-  symbolize::SymbolizerOptions so;
-  so.cache_dir = symbolize::debug_cache::default_dir();
-  if (!debug_dirs.empty()) so.debug_dirs = debug_dirs;
   // Made before the replay, which hands it modules and stacks as it reads them: debug files
   // load on another thread meanwhile.
-  out->sym = std::make_unique<replay::StackSymbolizer>(so);
+  out->sym = std::make_unique<replay::StackSymbolizer>(symbolize::command_options(debug_dirs));
   replay::ReplayOptions o;
   o.progress = prog.callback();
   out->sym->follow(o);

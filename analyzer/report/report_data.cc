@@ -10,7 +10,6 @@
 #include "report/timeline_series.h"
 #include "snapshot/heap_snapshot.h"
 #include "snapshot/object_graph.h"
-#include "symbolize/debug_cache.h"
 
 #ifndef HEAPSNAP_VERSION
 #define HEAPSNAP_VERSION "dev"
@@ -433,10 +432,7 @@ bool build_report_data(const ReportOptions &o, json *out, std::string *error) {
     return [&o, phase](uint64_t d, uint64_t t) { o.progress(phase, d, t); };
   };
   std::string err;
-  symbolize::SymbolizerOptions so;
-  so.cache_dir = symbolize::debug_cache::default_dir();
-  if (!o.debug_dirs.empty()) so.debug_dirs = o.debug_dirs;
-  StackSymbolizer sym(so);  // follows the replay: debug files load meanwhile
+  StackSymbolizer sym(symbolize::command_options(o.debug_dirs));  // follows the replay: debug files load meanwhile
   replay::ReplayOptions ro;
   ro.progress = progress("replaying " + o.file);
   sym.follow(ro);

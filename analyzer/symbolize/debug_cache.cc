@@ -1,6 +1,5 @@
 #include "symbolize/debug_cache.h"
 
-#include <elfutils/libdwelf.h>
 #include <fcntl.h>
 #include <gelf.h>
 #include <sys/stat.h>
@@ -27,16 +26,6 @@ bool starts_with(const std::string& s, const std::string& prefix) {
   return s.size() >= prefix.size() && s.compare(0, prefix.size(), prefix) == 0;
 }
 
-bool has_build_id(int fd, const unsigned char* id, int len) {
-  Elf* elf = elf_begin(fd, ELF_C_READ_MMAP, nullptr);
-  if (elf == nullptr) return false;
-  const void* got = nullptr;
-  ssize_t n = dwelf_elf_gnu_build_id(elf, &got);
-  bool ok = n == len && std::memcmp(got, id, static_cast<size_t>(len)) == 0;
-  elf_end(elf);
-  return ok;
-}
-
 // Whether the file at `path` has SHF_COMPRESSED sections (what the copy saves inflating), and none
 // of these: GNU-style .zdebug sections (libdw inflates those too, but the copy would keep their
 // names, which say "compressed"); a dwz alt file link (.gnu_debugaltlink, .debug_sup), which libdw
@@ -45,7 +34,7 @@ bool has_build_id(int fd, const unsigned char* id, int len) {
 bool worth_copying(const char* path) {
   int fd = ::open(path, O_RDONLY | O_CLOEXEC);
   if (fd < 0) return false;
-  bool compressed = false, zdebug = false;  // zdebug: any of the reasons not to copy
+  bool compressed = false, refused = false;
   if (Elf* elf = elf_begin(fd, ELF_C_READ_MMAP, nullptr)) {
     size_t shstrndx = 0;
     if (elf_getshdrstrndx(elf, &shstrndx) == 0) {
@@ -56,13 +45,13 @@ bool worth_copying(const char* path) {
         const char* name = elf_strptr(elf, shstrndx, sh.sh_name);
         if (name != nullptr && (std::strncmp(name, ".zdebug", 7) == 0 || std::strcmp(name, ".gnu_debugaltlink") == 0 ||
                                 std::strcmp(name, ".debug_sup") == 0))
-          zdebug = true;
+          refused = true;
       }
     }
     elf_end(elf);
   }
   ::close(fd);
-  return compressed && !zdebug;
+  return compressed && !refused;
 }
 
 // Bytes the copy of `in` would take (section contents as they are in memory now).
@@ -186,7 +175,7 @@ int open(const std::string& dir, const unsigned char* build_id, int len, char** 
   int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
   if (fd < 0) return -1;
   struct stat st {};
-  if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || st.st_uid != geteuid() || !has_build_id(fd, build_id, len)) {
+  if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || st.st_uid != geteuid() || !build_id_matches(fd, build_id, len)) {
     ::close(fd);
     return -1;
   }
@@ -207,7 +196,8 @@ bool store(const std::string& dir, Dwfl_Module* mod, Dwarf* dw, const std::strin
   const char* debug_file = nullptr;
   dwfl_module_info(mod, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr, &debug_file);
   if (debug_file == nullptr || starts_with(debug_file, dir + "/") || !worth_copying(debug_file)) return false;
-  if (copy_size(elf) > kMaxFileBytes) return false;
+  uint64_t size = copy_size(elf);
+  if (size > kMaxFileBytes) return false;
 
   std::error_code ec;
   fs::path d(dir);
@@ -216,7 +206,7 @@ bool store(const std::string& dir, Dwfl_Module* mod, Dwarf* dw, const std::strin
   if (!private_dir(dir)) return false;
   struct statvfs fs_free {};
   if (statvfs(dir.c_str(), &fs_free) == 0 &&
-      uint64_t(fs_free.f_bavail) * fs_free.f_frsize < copy_size(elf) + (64ull << 20))
+      uint64_t(fs_free.f_bavail) * fs_free.f_frsize < size + (64ull << 20))
     return false;  // a full disk: not every query writing and removing hundreds of MB
   std::string path = dir + "/" + build_id_hex(build_id) + ".debug";
   std::string tmp = path + ".tmp." + std::to_string(getpid());

@@ -1,5 +1,6 @@
 #include "symbolize/debug_file_locator.h"
 
+#include "symbolize/build_id.h"
 #include "symbolize/debug_cache.h"
 
 #include <elfutils/libdwelf.h>
@@ -51,16 +52,6 @@ bool file_crc32(int fd, uint32_t* out) {
   }
   *out = crc;
   return true;
-}
-
-bool build_id_matches(int fd, const unsigned char* bits, int len) {
-  Elf* elf = elf_begin(fd, ELF_C_READ_MMAP, nullptr);
-  if (elf == nullptr) return false;
-  const void* id = nullptr;
-  ssize_t n = dwelf_elf_gnu_build_id(elf, &id);
-  bool ok = n == len && std::memcmp(id, bits, static_cast<size_t>(len)) == 0;
-  elf_end(elf);
-  return ok;
 }
 
 std::string dirname_of(const std::string& path) {

@@ -15,6 +15,7 @@
 
 #include "symbolize/address_cache.h"
 #include "symbolize/build_id.h"
+#include "symbolize/debug_cache.h"
 #include "symbolize/debug_file_locator.h"
 #include "symbolize/module_file.h"
 
@@ -238,6 +239,13 @@ std::string Symbolizer::describe(const Symbolized& s) const {
 std::vector<std::string> Symbolizer::warnings() const {
   impl_->settle();
   return impl_->warnings;
+}
+
+SymbolizerOptions command_options(const std::vector<std::string>& debug_dirs) {
+  SymbolizerOptions o;
+  if (!debug_dirs.empty()) o.debug_dirs = debug_dirs;
+  o.cache_dir = debug_cache::default_dir();
+  return o;
 }
 
 }  // namespace heapsnap::symbolize

@@ -64,6 +64,10 @@ struct SymbolizerOptions {
   std::string cache_dir;
 };
 
+// A command's options: --debug-dir's directories (none given: the default) and the debug cache
+// the environment names (debug_cache::default_dir()).
+SymbolizerOptions command_options(const std::vector<std::string>& debug_dirs);
+
 class Symbolizer {
  public:
   explicit Symbolizer(SymbolizerOptions opts = {});

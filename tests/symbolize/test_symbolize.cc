@@ -132,6 +132,34 @@ std::string build_id_hex(const std::string& raw) {
   return out;
 }
 
+// st_with_inline's call: two inlined frames, then the function, each at its line.
+void check_inlined(Symbolizer& s, uint32_t h) {
+  st_capture_t c{};
+  st_with_inline(&c);
+  const Symbolized& r = s.symbolize(h, reinterpret_cast<uint64_t>(c.ret));
+  CHECK(r.status == Status::ok);
+  REQUIRE(r.frames.size() == 3);
+  CHECK(r.frames[0].function == "st_inline_inner(st_capture_t*, int)");
+  CHECK(base(r.frames[0].file) == "symbolize_target_inline.h");
+  CHECK(r.frames[0].line == static_cast<uint32_t>(c.line));
+  CHECK(r.frames[0].inlined);
+  CHECK(r.frames[1].function == "st_inline_outer(st_capture_t*, int)");
+  CHECK(base(r.frames[1].file) == "symbolize_target_inline.h");
+  CHECK(r.frames[1].line == static_cast<uint32_t>(c.call_line[0]));
+  CHECK(r.frames[1].inlined);
+  CHECK(r.frames[2].function == "st_with_inline");
+  CHECK(base(r.frames[2].file) == "symbolize_target.cc");
+  CHECK(r.frames[2].line == static_cast<uint32_t>(c.call_line[1]));
+  CHECK_FALSE(r.frames[2].inlined);
+  CHECK(s.describe(r) == "st_inline_inner(st_capture_t*, int) (symbolize_target_inline.h:" +
+                             std::to_string(c.line) +
+                             ") inlined into st_inline_outer(st_capture_t*, int) "
+                             "(symbolize_target_inline.h:" +
+                             std::to_string(c.call_line[0]) +
+                             ") inlined into st_with_inline (symbolize_target.cc:" +
+                             std::to_string(c.call_line[1]) + ")");
+}
+
 void check_plain(Symbolizer& s, uint32_t h) {
   st_capture_t c{};
   st_plain(&c);
@@ -175,31 +203,7 @@ TEST_CASE("plain call: function, file and line of the call") {
 TEST_CASE("inlined chain: inlined callees first, each outer frame at its call line") {
   REQUIRE(target().found);
   Symbolizer s;
-  uint32_t h = s.add_module(target().info);
-  st_capture_t c{};
-  st_with_inline(&c);
-  const Symbolized& r = s.symbolize(h, reinterpret_cast<uint64_t>(c.ret));
-  CHECK(r.status == Status::ok);
-  REQUIRE(r.frames.size() == 3);
-  CHECK(r.frames[0].function == "st_inline_inner(st_capture_t*, int)");
-  CHECK(base(r.frames[0].file) == "symbolize_target_inline.h");
-  CHECK(r.frames[0].line == static_cast<uint32_t>(c.line));
-  CHECK(r.frames[0].inlined);
-  CHECK(r.frames[1].function == "st_inline_outer(st_capture_t*, int)");
-  CHECK(base(r.frames[1].file) == "symbolize_target_inline.h");
-  CHECK(r.frames[1].line == static_cast<uint32_t>(c.call_line[0]));
-  CHECK(r.frames[1].inlined);
-  CHECK(r.frames[2].function == "st_with_inline");
-  CHECK(base(r.frames[2].file) == "symbolize_target.cc");
-  CHECK(r.frames[2].line == static_cast<uint32_t>(c.call_line[1]));
-  CHECK_FALSE(r.frames[2].inlined);
-  CHECK(s.describe(r) == "st_inline_inner(st_capture_t*, int) (symbolize_target_inline.h:" +
-                             std::to_string(c.line) +
-                             ") inlined into st_inline_outer(st_capture_t*, int) "
-                             "(symbolize_target_inline.h:" +
-                             std::to_string(c.call_line[0]) +
-                             ") inlined into st_with_inline (symbolize_target.cc:" +
-                             std::to_string(c.call_line[1]) + ")");
+  check_inlined(s, s.add_module(target().info));
 }
 
 TEST_CASE("C++ names are demangled, or left mangled when asked") {
@@ -533,19 +537,6 @@ std::pair<int, int> section_counts(const fs::path& path) {
   }
   close(fd);
   return n;
-}
-
-void check_inlined(Symbolizer& s, uint32_t h) {
-  st_capture_t c{};
-  st_with_inline(&c);
-  const Symbolized& r = s.symbolize(h, reinterpret_cast<uint64_t>(c.ret));
-  CHECK(r.status == Status::ok);
-  REQUIRE(r.frames.size() == 3);
-  CHECK(r.frames[0].function == "st_inline_inner(st_capture_t*, int)");
-  CHECK(r.frames[0].line == static_cast<uint32_t>(c.line));
-  CHECK(r.frames[1].line == static_cast<uint32_t>(c.call_line[0]));
-  CHECK(r.frames[2].function == "st_with_inline");
-  CHECK(r.frames[2].line == static_cast<uint32_t>(c.call_line[1]));
 }
 
 uint64_t plain_pc() {

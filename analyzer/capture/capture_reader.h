@@ -90,6 +90,14 @@ class CaptureReader {
   enum class ReadAhead { automatic, always, never, after_first };
   void set_read_ahead(ReadAhead mode) { read_ahead_ = mode; }
 
+  // Event batches queued for decoding ahead in the passes so far, and how many of them the
+  // parser decoded itself (see DecodeRing in capture_reader.cc).
+  uint64_t batches_decoded_ahead() const { return batches_ahead_; }
+  uint64_t batches_decoded_by_parser() const { return batches_by_parser_; }
+  // Tests: the read-ahead thread sleeps this long before each batch it decodes (the parser then
+  // decodes more of them itself).
+  void set_decode_delay_for_test(unsigned us) { decode_delay_us_ = us; }
+
   // Progress callback (bytes consumed so far), called about once per frame.
   void set_progress(std::function<void(uint64_t done, uint64_t total)> fn) { progress_ = std::move(fn); }
 
@@ -140,6 +148,8 @@ class CaptureReader {
   RawEventsFn raw_events_;
   DecodedEventsFn decoded_events_;
   DecodeRing *ring_ = nullptr;  // while a read-ahead thread decodes batches
+  uint64_t batches_ahead_ = 0, batches_by_parser_ = 0;
+  unsigned decode_delay_us_ = 0;
 };
 
 }  // namespace heapsnap::capture

@@ -420,19 +420,35 @@ TEST_CASE("wire: batches decoded ahead on the read-ahead thread replay to the sa
     }
     for (int cut = 0; cut < 2; ++cut) {
       if (cut) REQUIRE(truncate(path.c_str(), off_t(cut_at) - 40) == 0);  // inside the last batches' frame
-      // Modes never, always and after_first (the first frame through the parser's own decoder).
-      for (Mode mode : {Mode::always, Mode::after_first}) {
+      // Modes never, always and after_first (the first frame through the parser's own decoder);
+      // always again with the thread slowed down, so that the parser decodes most batches itself
+      // (see DecodeRing).
+      struct Variant {
+        Mode mode;
+        unsigned delay_us;
+      };
+      for (Variant v : {Variant{Mode::always, 0}, Variant{Mode::after_first, 0}, Variant{Mode::always, 300}}) {
         heapsnap::replay::ReplayResult r[2];
+        uint64_t ahead = 0, by_parser = 0;
         for (int m = 0; m < 2; ++m) {
           std::string err;
           auto reader = heapsnap::capture::CaptureReader::open(path, &err);
           REQUIRE(reader);
-          reader->set_read_ahead(m ? mode : Mode::never);
+          reader->set_read_ahead(m ? v.mode : Mode::never);
+          if (m) reader->set_decode_delay_for_test(v.delay_us);
           r[m] = heapsnap::replay::replay(*reader);
+          if (m) {
+            ahead = reader->batches_decoded_ahead();
+            by_parser = reader->batches_decoded_by_parser();
+          }
         }
         CAPTURE(mean);
         CAPTURE(cut);
-        CAPTURE(int(mode));
+        CAPTURE(int(v.mode));
+        CAPTURE(v.delay_us);
+        CHECK(ahead >= 8);  // the batches of every frame but the first (after_first) or all
+        CHECK(by_parser <= ahead);
+        if (v.delay_us) CHECK(by_parser >= 1);
         CHECK(r[0].events >= (cut ? 40000u : 80000u));
         CHECK(r[1].events == r[0].events);
         CHECK(r[1].problems.size() == r[0].problems.size());

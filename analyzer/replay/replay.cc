@@ -1,6 +1,7 @@
 #include "replay/replay.h"
 
 #include <algorithm>
+#include <cassert>
 #include <cmath>
 #include <unordered_map>
 
@@ -176,8 +177,11 @@ class Replayer {
   }
 
  private:
+  // Every stack an event may name has its entry: begin_batch() grew the arrays to the nodes
+  // defined before the batch, apply() sends any other stack to 0, and the live table only holds
+  // stacks that were valid when their block was added.
   HS_HOT StackFigures &fig(uint32_t stack) {
-    if (__builtin_expect(stack >= r_.by_stack.size(), 0)) grow(stack);
+    assert(stack < r_.by_stack.size());
     return r_.by_stack[stack];
   }
   // To every node the tree has (stack <= batch_nodes_): growing a ZeroArray copies and clears
@@ -239,8 +243,9 @@ class Replayer {
   }
 
   template <bool kExact = false>
-  HS_HOT void live_add(const LiveEntry &b) {
-    StackFigures &f = fig(b.stack);
+  HS_HOT void live_add(const LiveEntry &b) { live_add<kExact>(b, fig(b.stack)); }
+  template <bool kExact = false>
+  HS_HOT void live_add(const LiveEntry &b, StackFigures &f) {  // f: b.stack's figures
     sync_peak(b.stack);
     double bytes = kExact ? double(b.size) : double(b.size) * b.weight;
     f.live_calls += b.weight;
@@ -272,6 +277,7 @@ class Replayer {
   void begin_batch(const capture::RecordPos &pos) {
     batch_latest_ = 0;
     batch_nodes_ = r_.stacks.nodes();
+    if (r_.by_stack.size() <= batch_nodes_) grow(uint32_t(batch_nodes_));
     batch_offset_ = pos.frame_offset;
   }
   void end_batch(uint32_t tid, const std::string &error) {
@@ -356,8 +362,12 @@ class Replayer {
         ++f.samples;
         if (__builtin_expect(early_.size() != 0, 0) && early_filter_[id & kEarlyMask] && early_end(id, &b)) break;
         LiveEntry old = live_.insert(id, b);
-        if (__builtin_expect(old.weight != 0, 0)) live_remove<kExact>(old);  // a repeated id: the capture is damaged
-        live_add<kExact>(b);
+        if (__builtin_expect(old.weight != 0, 0)) {  // a repeated id: the capture is damaged
+          live_remove<kExact>(old);
+          live_add<kExact>(b);
+        } else {
+          live_add<kExact>(b, f);
+        }
         if (live_.size() > r_.live_blocks_peak) r_.live_blocks_peak = live_.size();
         after_event(time, true);
         return;

@@ -84,8 +84,8 @@ class CaptureReader {
 
   // Whether a thread scans and decompresses the next frame while the current one is parsed:
   // always, never, after_first (the first frame read on the caller's thread, the thread started
-  // if there is a second), automatic (always for files of kReadAheadMin bytes or more, else
-  // after_first with two CPUs or more, else never). The records, problems and figures are the
+  // if there is a second), automatic (always for files of kReadAheadMin bytes or more, and for
+  // files of more than one frame with two CPUs or more; else never). The records, problems and figures are the
   // same either way.
   enum class ReadAhead { automatic, always, never, after_first };
   void set_read_ahead(ReadAhead mode) { read_ahead_ = mode; }
@@ -129,6 +129,7 @@ class CaptureReader {
   void decode_ahead(const Frame &f, DecodeRing &ring, const std::function<void()> &ring_full);
   bool take_decoded(uint64_t frame_offset, uint64_t at);
   bool filtered(const uint8_t *p, uint64_t len) const;
+  bool more_than_one_frame() const;
 
   std::string path_;
   const uint8_t *map_ = nullptr;

@@ -151,18 +151,16 @@ std::unique_ptr<CaptureReader> CaptureReader::open(const std::string &path, std:
   return r;
 }
 
-// Batches the read-ahead thread decoded, in file order, waiting for the parser (see
-// set_decoded_events_handler): the slots [tail, head) are filled; the thread fills slot head
-// while the parser reads slot tail. A batch takes 10-20 us either side, so each side spins a
-// little before it sleeps: sleeping and waking at every batch (a futex call each) cost more than
-// the decoding it moved (2,100 context switches in a replay of 12 M events).
-// The event batches of the frames the read-ahead thread walked, in file order: a ring of slots
-// both threads decode. The thread queues each batch it finds (as many as the ring holds) and
-// decodes from the front; the parser applies them in order from the tail and, rather than wait
-// for the slot it needs, decodes one itself: that slot if no one has started it, else the last
-// one queued (work taken from the far end, as in a work-stealing deque). Decoding took the
-// thread longer than applying took the parser (37% and 22% of a python replay's samples), and
-// the parser spent 13% of them waiting.
+// The event batches of the frames the read-ahead thread walked, in file order, for the parser
+// (see set_decoded_events_handler): the slots [tail, head) are queued or decoded; the thread
+// queues at head while the parser applies the slot at tail. Both decode: the thread from the
+// front, and the parser, rather than wait for the slot it needs, that slot if no one has started
+// it, else the last one queued (work taken from the far end, as in a work-stealing deque).
+// Decoding took the thread longer than applying took the parser (37% and 22% of a python
+// replay's samples) and the parser spent 13% of them waiting. A batch takes 10-20 us either
+// side, so a side that must wait spins a little before it sleeps: sleeping and waking at every
+// batch (a futex call each) cost more than the decoding it moved (2,100 context switches in a
+// replay of 12 M events).
 struct DecodeRing {
   static constexpr unsigned kSlots = 16;
   // A slot's state: queued by the thread, then decoded by one side (kDecoding, kDone).

@@ -1,7 +1,8 @@
 // An event batch decoded into an array: decode_batch's events, in order, as plain values. The
-// replay decodes batches on the reader's read-ahead thread into these and applies them on its
-// own (CaptureReader::set_decoded_events_handler): decoding was 45% of the replay's instructions,
-// and the two halves of the work then run on two cores.
+// reader's read-ahead thread (and the replay thread, when it would otherwise wait) decodes
+// batches into these, and the replay thread applies them (CaptureReader::
+// set_decoded_events_handler): decoding was 45% of the replay's instructions, and the two halves
+// of the work then run on two cores.
 #pragma once
 #include <cstdint>
 #include <memory>

@@ -253,8 +253,8 @@ bool CaptureReader::filtered(const uint8_t *p, uint64_t len) const {
 // order, decoding from the front while the ring is full (see DecodeRing), and calling
 // ring_full() when it finds the ring full with nothing left to decode. It walks the records as
 // parse_frame does (same lengths, same filter, same batches), so each slot is the one
-// parse_frame will ask for at that place. Returns with every slot of f decoded (here or by the
-// parser), so that nothing is left to read in f's buffer once the parser hands it back.
+// parse_frame will ask for at that place. Returns with every slot of f claimed (decoded here,
+// or being decoded or decoded by the parser), unless the parser asked it to quit.
 void CaptureReader::decode_ahead(const Frame &f, DecodeRing &ring, const std::function<void()> &ring_full) {
   const uint8_t *data = f.buf.get(), *p = data, *end = data + f.got;
   while (p < end) {
@@ -304,15 +304,20 @@ bool CaptureReader::take_decoded(uint64_t frame_offset, uint64_t at) {
     bool behind = s.frame_offset < frame_offset || (s.frame_offset == frame_offset && s.at < at);
     if (!behind && (s.frame_offset != frame_offset || s.at != at)) return false;  // ahead: not this one's
     // The slot must be settled before the tail passes it (the thread then reuses it): decoded
-    // here if no one has started it, else waited for, decoding later slots meanwhile.
-    if (!ring.claim_and_decode(s, ring.parser_cursors, ring.decoder_sleeps)) {
+    // here if no one has started it, else waited for, decoding later slots meanwhile. A slot
+    // behind (for a record this parser passed: the two walks disagreed) is settled undecoded if
+    // no one has started it: its bytes may lie in a frame buffer already handed back.
+    uint8_t queued = DecodeRing::kQueued;
+    if (behind && s.state.compare_exchange_strong(queued, DecodeRing::kDone)) {
+      s.ok = false;
+    } else if (!behind && ring.claim_and_decode(s, ring.parser_cursors, ring.decoder_sleeps)) {
+      ring.by_parser.fetch_add(1, std::memory_order_relaxed);
+    } else {
       while (s.state.load() != DecodeRing::kDone) {
         if (ring.decode_back(t)) continue;
         uint64_t h = ring.head.load();
         ring.wait(ring.parser_sleeps, [&] { return s.state.load() == DecodeRing::kDone || ring.head.load() != h; });
       }
-    } else {
-      ring.by_parser.fetch_add(1, std::memory_order_relaxed);
     }
     bool ok = !behind && s.ok;
     if (ok) decoded_events_(s.batch, RecordPos{frame_offset, at});

@@ -162,6 +162,10 @@ class Replayer {
     if (bad_id_events_)
       r_.problems.push_back({bad_id_offset_, std::to_string(bad_id_events_) +
                                                  " events name block id 0 (not a valid id); ignored"});
+    if (r_.unknown_frees)
+      r_.problems.push_back({unknown_offset_, std::to_string(r_.unknown_frees) +
+                                                  " frees or resizes name a block that no allocation in the capture "
+                                                  "defined (this frame holds the first of them)"});
     // Stacks unchanged since the highest peak: their live figures are their peak figures.
     // Written only where they differ: the pages of stacks that never allocated stay untouched.
     for (size_t s = 0; s < r_.by_stack.size(); ++s) {
@@ -411,7 +415,7 @@ class Replayer {
             if (it != pool_index_.end()) it->second.erase(pl.addr);
           }
         } else {
-          ++r_.unknown_frees;
+          if (!r_.unknown_frees++) unknown_offset_ = batch_offset_;
         }
         after_event(time, false);
         return;
@@ -430,7 +434,7 @@ class Replayer {
     uint64_t size;  // REALLOC's new size; 0 = freed
   };
   __attribute__((noinline)) void note_early(uint64_t id, uint64_t realloc_size) {
-    ++r_.unknown_frees;
+    if (!r_.unknown_frees++) unknown_offset_ = batch_offset_;
     if (early_.size() >= (uint64_t(1) << 24)) return;  // a hostile file: bounded memory
     if (Early *e = early_.find(id)) {
       if (e->size != 0) e->size = realloc_size;  // a later free or resize wins
@@ -477,6 +481,7 @@ class Replayer {
   uint64_t batch_offset_ = 0;  // the frame holding it
   uint64_t bad_stack_events_ = 0, bad_stack_offset_ = 0;
   uint64_t bad_id_events_ = 0, bad_id_offset_ = 0;
+  uint64_t unknown_offset_ = 0;  // the frame of the first free of an unknown block
 };
 
 }  // namespace

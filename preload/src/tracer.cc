@@ -13,6 +13,7 @@
 #include "real_alloc.h"
 #include "sampled_blocks.h"
 #include "sampled_path.h"
+#include "shadow_map.h"
 #include "snapshot.h"
 #include "stack_table.h"
 #include "call_sites.h"
@@ -144,6 +145,8 @@ __attribute__((constructor)) void heapsnap_start() {
     return;
   }
   if (config.no_follow_exec) strip_from_ld_preload();
+  sampled_blocks::init(config.sample_bytes <= sampled_blocks::kDenseSampleBytes,
+                       usable::g_glibc_layout ? 5 : shadow::kGranuleShift);
   g_pid = getpid();
   g_start_ns = mono_ns();
   const char *failure = nullptr;

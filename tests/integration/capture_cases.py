@@ -181,6 +181,23 @@ def case_fork(r, a):
     check(dc == 3 * (N2 - N1), "fork: child continues the parent's totals plus its own (%d)" % dc)
 
 
+def case_fork_live(r, a):
+    # The child frees blocks the parent allocated (and named, every allocation being sampled)
+    # before the fork: its own capture must not name them, so its replay finds no free of a block
+    # it never saw allocated, and the parent's replay sees all of its blocks freed.
+    for sample in ("1", "64"):
+        name = "fork-live-" + sample
+        tr, path = r.record(name, a.c_prog, "fork_live", N2, sample=sample)
+        check(tr.returncode == 0, "fork_live %s: traced program exits 0" % sample)
+        kids = [f for f in os.listdir(r.work) if f.startswith(name + ".hsnap.")]
+        check(len(kids) == 1, "fork_live %s: the child wrote its own capture (%s)" % (sample, kids))
+        for p in [path] + [os.path.join(r.work, k) for k in kids]:
+            q = subprocess.run([a.heapsnap, "leaks", "--json", p], capture_output=True, timeout=120)
+            check(q.returncode == 0, "fork_live %s: leaks %s: %s" % (sample, p, q.stderr.decode()))
+            j = json.loads(q.stdout)
+            check(j["problems"] == [], "fork_live %s: %s replays without problems: %s" % (sample, p, j["problems"]))
+
+
 def case_killed(r, a):
     tr, path = r.record("killed", a.c_prog, "killed", N2)
     check(tr.returncode == 128 + 9, "killed: record exits 128+9 (%d)" % tr.returncode)

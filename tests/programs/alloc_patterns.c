@@ -111,6 +111,25 @@ static void mode_fork(void) {
   printf("child %d exited %d\n", (int)pid, WEXITSTATUS(st));
 }
 
+// The child frees what the parent allocated before the fork (blocks the parent's capture named;
+// the child's must not name them again), then allocates and frees its own.
+static void mode_fork_live(void) {
+  void **kept = malloc((size_t)n * sizeof(void *));
+  for (long i = 0; i < n; ++i) kept[i] = malloc(24);
+  fflush(stdout);
+  pid_t pid = fork();
+  if (pid == 0) {
+    for (long i = 0; i < n; ++i) free(kept[i]);
+    for (long i = 0; i < n; ++i) free(malloc(20));
+    exit(0);
+  }
+  int st;
+  waitpid(pid, &st, 0);
+  for (long i = 0; i < n; ++i) free(kept[i]);
+  free(kept);
+  printf("child %d exited %d\n", (int)pid, WEXITSTATUS(st));
+}
+
 static void mode_killed(void) {
   for (long i = 0; i < n; ++i) sink = malloc(1000);
   // Long enough for the shim's periodic flush; then die without any chance to clean up.
@@ -151,6 +170,7 @@ int main(int argc, char **argv) {
   else if (!strcmp(m, "excursion")) mode_excursion();
   else if (!strcmp(m, "threads")) mode_threads();
   else if (!strcmp(m, "fork")) mode_fork();
+  else if (!strcmp(m, "fork_live")) mode_fork_live();
   else if (!strcmp(m, "killed")) mode_killed();
   else if (!strcmp(m, "errno")) mode_errno();
   else {

@@ -10,59 +10,21 @@
 #include "thread_state.h"
 
 namespace hs::sampled_blocks {
-namespace {
 
-// --- the direct-mapped layer (dense sampling) ---------------------------------------------------
-// A word is kMark | id << kStackBits | stack: bit 63 keeps it from ever looking like a pointer to
-// a conservative scan of the tracer's memory (as info_shadow.h's entries), and from being 0.
-constexpr unsigned kStackBits = 24, kIdBits = 39;
-constexpr uint64_t kMark = uint64_t(1) << 63;
+namespace detail {
 
 bool g_direct = false;
 unsigned g_unit_shift = shadow::kGranuleShift;
 std::atomic<uint64_t *> g_leaves[shadow::kTopEntries];
-// Set once anything went to the table in dense mode: until then a take that finds no word is
-// done without looking at the table (and its lock).
 std::atomic<bool> g_table_used{false};
 
+}  // namespace detail
+
+using namespace detail;
+
+namespace {
+
 size_t leaf_bytes() { return (size_t(1) << (shadow::kRegionShift - g_unit_shift)) * 8; }
-
-HS_NOINLINE uint64_t *create_leaf(size_t index) {
-  void *m = mmap(nullptr, leaf_bytes(), PROT_READ | PROT_WRITE,
-                 MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-  if (m == MAP_FAILED) return nullptr;
-  auto *leaf = static_cast<uint64_t *>(m);
-  uint64_t *expected = nullptr;
-  if (!g_leaves[index].compare_exchange_strong(expected, leaf, std::memory_order_acq_rel)) {
-    munmap(m, leaf_bytes());  // another thread won the race
-    return expected;
-  }
-  return leaf;
-}
-
-// p's word, or nullptr (no leaf yet and !create, or no memory for one).
-HS_INLINE uint64_t *direct_word(const void *p, bool create) {
-  uint64_t a = reinterpret_cast<uint64_t>(p);
-  size_t t = a >> shadow::kRegionShift;
-  if (HS_UNLIKELY(t >= shadow::kTopEntries)) return nullptr;
-  uint64_t *leaf = g_leaves[t].load(std::memory_order_acquire);
-  if (HS_UNLIKELY(!leaf)) {
-    if (!create) return nullptr;
-    leaf = create_leaf(t);
-    if (!leaf) return nullptr;
-  }
-  return leaf + ((a & ((uint64_t(1) << shadow::kRegionShift) - 1)) >> g_unit_shift);
-}
-
-HS_INLINE bool fits(Name n) { return n.id < (uint64_t(1) << kIdBits) && n.stack < (1u << kStackBits); }
-HS_INLINE uint64_t encode(Name n) { return kMark | n.id << kStackBits | n.stack; }
-HS_INLINE Name decode(uint64_t w) {
-  return {(w & ~kMark) >> kStackBits, uint32_t(w & ((1u << kStackBits) - 1))};
-}
-// Relaxed atomics for the same reason as shadow::get / shadow::set: the allocator orders a word's
-// writers, out of ThreadSanitizer's sight.
-HS_INLINE uint64_t load_word(const uint64_t *w) { return __atomic_load_n(w, __ATOMIC_RELAXED); }
-HS_INLINE void store_word(uint64_t *w, uint64_t v) { __atomic_store_n(w, v, __ATOMIC_RELAXED); }
 
 // --- the striped table ----------------------------------------------------------------------------
 
@@ -101,16 +63,25 @@ bool grow(Stripe &s) {
 
 }  // namespace
 
+uint64_t *detail::create_leaf(size_t index) {
+  void *m = mmap(nullptr, leaf_bytes(), PROT_READ | PROT_WRITE,
+                 MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  if (m == MAP_FAILED) return nullptr;
+  auto *leaf = static_cast<uint64_t *>(m);
+  uint64_t *expected = nullptr;
+  if (!g_leaves[index].compare_exchange_strong(expected, leaf, std::memory_order_acq_rel)) {
+    munmap(m, leaf_bytes());  // another thread won the race
+    return expected;
+  }
+  return leaf;
+}
+
 void init(bool dense, unsigned unit_shift) {
   g_direct = dense;
   g_unit_shift = unit_shift;
 }
 
-void prefetch(const void *p) {
-  if (g_direct) {
-    if (uint64_t *w = direct_word(p, false)) __builtin_prefetch(w, 1);
-    return;
-  }
+void detail::prefetch_table(const void *p) {
   uint64_t a = reinterpret_cast<uint64_t>(p);
   uint64_t h = hash_of(a);
   const Stripe &s = g_stripes[h & ((1u << kStripeBits) - 1)];
@@ -121,16 +92,12 @@ void prefetch(const void *p) {
   if (slots) __builtin_prefetch(&slots[(h >> kStripeBits) & mask], 1);
 }
 
-bool insert(const void *p, Name n) {
+// In dense mode: what a direct word could not take (stale_word: p's word, if it has one).
+bool detail::insert_table(const void *p, Name n, uint64_t *stale_word) {
   if (g_direct) {
-    uint64_t *w = direct_word(p, true);
-    if (HS_LIKELY(w && fits(n))) {
-      store_word(w, encode(n));
-      return true;
-    }
-    // To the table. A stale word for p (a block freed while the tracer could not take its name)
-    // would otherwise be found before the table's entry.
-    if (w) store_word(w, 0);
+    // A stale word for p (a block freed while the tracer could not take its name) would otherwise
+    // be found before the table's entry.
+    if (stale_word) store_word(stale_word, 0);
     g_table_used.store(true, std::memory_order_relaxed);
   }
   uint64_t a = reinterpret_cast<uint64_t>(p);
@@ -148,17 +115,7 @@ bool insert(const void *p, Name n) {
   return true;
 }
 
-bool take(const void *p, Name *n) {
-  if (g_direct) {
-    if (uint64_t *w = direct_word(p, false)) {
-      if (uint64_t v = load_word(w)) {
-        store_word(w, 0);
-        *n = decode(v);
-        return true;
-      }
-    }
-    if (!g_table_used.load(std::memory_order_relaxed)) return false;
-  }
+bool detail::take_table(const void *p, Name *n) {
   uint64_t a = reinterpret_cast<uint64_t>(p);
   uint64_t h = hash_of(a);
   Stripe &s = g_stripes[h & ((1u << kStripeBits) - 1)];

@@ -19,7 +19,12 @@
 //   Cost: touched pages only, a quarter of the heap's extent for a glibc heap (half with 16-byte
 //   units) when nearly every block is sampled; the table took 48 to 96 bytes per block.
 #pragma once
+#include <atomic>
+#include <cstddef>
 #include <cstdint>
+
+#include "common.h"
+#include "shadow_map.h"
 
 namespace hs::sampled_blocks {
 
@@ -33,12 +38,90 @@ struct Name {
 };
 // Chooses the layers, before the first insert: direct words of 1 << unit_shift bytes when dense.
 void init(bool dense, unsigned unit_shift);
-bool insert(const void *p, Name n);             // false if out of memory (block stays unnamed)
-void prefetch(const void *p);                    // hint: insert(p) or take(p) comes soon
-bool take(const void *p, Name *n);              // removes; false if p is not a sampled block
+HS_INLINE bool insert(const void *p, Name n);   // false if out of memory (block stays unnamed)
+HS_INLINE void prefetch(const void *p);         // hint: insert(p) or take(p) comes soon
+HS_INLINE bool take(const void *p, Name *n);    // removes; false if p is not a sampled block
 bool peek(const void *p, Name *n);              // lock-free read (snapshot child only)
 void lock_all();                                 // fork: the child must not inherit a torn stripe
 void unlock_all();
 void after_fork_child();
+
+// --- the direct-mapped layer, inline: a sampled allocation and its free each make one call less
+// (the table's out-of-line path saves registers the direct one does not need) -----------------
+namespace detail {
+
+// A word is kMark | id << kStackBits | stack: bit 63 keeps it from ever looking like a pointer to
+// a conservative scan of the tracer's memory (as info_shadow.h's entries), and from being 0.
+constexpr unsigned kStackBits = 24, kIdBits = 39;
+constexpr uint64_t kMark = uint64_t(1) << 63;
+
+extern bool g_direct;
+extern unsigned g_unit_shift;
+extern std::atomic<uint64_t *> g_leaves[shadow::kTopEntries];
+// Set once anything went to the table in dense mode: until then a take that finds no word is
+// done without looking at the table (and its lock).
+extern std::atomic<bool> g_table_used;
+
+uint64_t *create_leaf(size_t index);  // nullptr if the mapping failed
+bool insert_table(const void *p, Name n, uint64_t *stale_word);
+bool take_table(const void *p, Name *n);
+void prefetch_table(const void *p);
+
+// p's word, or nullptr (no leaf yet and !create, or no memory for one).
+HS_INLINE uint64_t *direct_word(const void *p, bool create) {
+  uint64_t a = reinterpret_cast<uint64_t>(p);
+  size_t t = a >> shadow::kRegionShift;
+  if (HS_UNLIKELY(t >= shadow::kTopEntries)) return nullptr;
+  uint64_t *leaf = g_leaves[t].load(std::memory_order_acquire);
+  if (HS_UNLIKELY(!leaf)) {
+    if (!create) return nullptr;
+    leaf = create_leaf(t);
+    if (!leaf) return nullptr;
+  }
+  return leaf + ((a & ((uint64_t(1) << shadow::kRegionShift) - 1)) >> g_unit_shift);
+}
+
+HS_INLINE bool fits(Name n) { return n.id < (uint64_t(1) << kIdBits) && n.stack < (1u << kStackBits); }
+HS_INLINE uint64_t encode(Name n) { return kMark | n.id << kStackBits | n.stack; }
+HS_INLINE Name decode(uint64_t w) {
+  return {(w & ~kMark) >> kStackBits, uint32_t(w & ((1u << kStackBits) - 1))};
+}
+// Relaxed atomics for the same reason as shadow::get / shadow::set: the allocator orders a word's
+// writers, out of ThreadSanitizer's sight.
+HS_INLINE uint64_t load_word(const uint64_t *w) { return __atomic_load_n(w, __ATOMIC_RELAXED); }
+HS_INLINE void store_word(uint64_t *w, uint64_t v) { __atomic_store_n(w, v, __ATOMIC_RELAXED); }
+
+}  // namespace detail
+
+HS_INLINE void prefetch(const void *p) {
+  using namespace detail;
+  if (!g_direct) return prefetch_table(p);
+  if (uint64_t *w = direct_word(p, false)) __builtin_prefetch(w, 1);
+}
+
+HS_INLINE bool insert(const void *p, Name n) {
+  using namespace detail;
+  if (!g_direct) return insert_table(p, n, nullptr);
+  uint64_t *w = direct_word(p, true);
+  if (HS_LIKELY(w && fits(n))) {
+    store_word(w, encode(n));
+    return true;
+  }
+  return insert_table(p, n, w);
+}
+
+HS_INLINE bool take(const void *p, Name *n) {
+  using namespace detail;
+  if (!g_direct) return take_table(p, n);
+  if (uint64_t *w = direct_word(p, false)) {
+    if (uint64_t v = load_word(w)) {
+      store_word(w, 0);
+      *n = decode(v);
+      return true;
+    }
+  }
+  if (!g_table_used.load(std::memory_order_relaxed)) return false;
+  return take_table(p, n);
+}
 
 }  // namespace hs::sampled_blocks

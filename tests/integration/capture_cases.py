@@ -198,6 +198,15 @@ def case_fork_live(r, a):
             check(j["problems"] == [], "fork_live %s: %s replays without problems: %s" % (sample, p, j["problems"]))
 
 
+def case_mmap_threshold(r, a):
+    # The shim's start-up probes of glibc's block layout include mmapped blocks: freeing them
+    # must not raise glibc's dynamic mmap threshold (it did: python ran 1.24x slower traced).
+    nat = r.native(a.c_prog, "mmap_threshold", 1)
+    check(b"200000 mmap" in nat.stdout, "mmap_threshold: natively a 200 KB block is mmapped (%r)" % nat.stdout)
+    for sample in ("1", "65536"):
+        r.same_behaviour(a.c_prog, "mmap_threshold", 1, sample=sample)
+
+
 def case_killed(r, a):
     tr, path = r.record("killed", a.c_prog, "killed", N2)
     check(tr.returncode == 128 + 9, "killed: record exits 128+9 (%d)" % tr.returncode)

@@ -130,6 +130,21 @@ static void mode_fork_live(void) {
   printf("child %d exited %d\n", (int)pid, WEXITSTATUS(st));
 }
 
+// glibc serves a block above its mmap threshold (128 KiB, until free() of a larger mmapped block
+// raises it) with mmap: the tracer must leave that threshold where the program's own calls put
+// it, or the program's heap behaves differently traced. Prints where each block went.
+static void mode_mmap_threshold(void) {
+  static const size_t sizes[] = {200000, 1000000, 4000000};
+  void *kept[3];
+  for (int i = 0; i < 3; ++i) {
+    struct mallinfo2 before = mallinfo2();
+    kept[i] = malloc(sizes[i]);
+    struct mallinfo2 after = mallinfo2();
+    printf("%zu %s\n", sizes[i], after.hblks > before.hblks ? "mmap" : "heap");
+  }
+  for (int i = 0; i < 3; ++i) free(kept[i]);
+}
+
 static void mode_killed(void) {
   for (long i = 0; i < n; ++i) sink = malloc(1000);
   // Long enough for the shim's periodic flush; then die without any chance to clean up.
@@ -171,6 +186,7 @@ int main(int argc, char **argv) {
   else if (!strcmp(m, "threads")) mode_threads();
   else if (!strcmp(m, "fork")) mode_fork();
   else if (!strcmp(m, "fork_live")) mode_fork_live();
+  else if (!strcmp(m, "mmap_threshold")) mode_mmap_threshold();
   else if (!strcmp(m, "killed")) mode_killed();
   else if (!strcmp(m, "errno")) mode_errno();
   else {

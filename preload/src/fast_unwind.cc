@@ -77,6 +77,17 @@ struct Meta {
 
 enum End : uint8_t { kEndOutermost, kEndZeroReturn };
 
+// The join index (Cache::join_index) finds a remembered frame in the state of the frame being
+// stepped, in any remembered walk. It replaced a merge of the frames of the two walks that served
+// last with the new ones at every step, which on python cost as much as the stepping itself (a
+// quarter of the walker's instructions) and could not join any of the other six walks.
+constexpr int kJoinSlots = 1024;
+constexpr int kJoinFrameBits = 9;
+static_assert(kFrames < (1 << kJoinFrameBits) && kWalksDense << kJoinFrameBits < 65535, "join entries fit");
+HS_INLINE uint32_t join_slot(uintptr_t sp, uintptr_t ip) {
+  return uint32_t(((sp >> 3) ^ (ip << 11)) * 0x9e3779b97f4a7c15ull >> 54) & (kJoinSlots - 1);
+}
+
 struct RuleSlot {
   uintptr_t pc;  // the frame's return address (0: empty)
   frame_rules::Rule rule;  // flags kRuleMissing: none usable
@@ -104,7 +115,6 @@ struct Cache {
   // the clock when it last served, and its first frame's state (sp 0: empty).
   uint32_t last_use[kWalksDense];
   uintptr_t leaf_sp[kWalksDense], leaf_ip[kWalksDense];
-  int recent[2];  // the walks that served last and before
   uintptr_t declined_pc;  // the frame of the last kNoRule
   // The frames of the walk in progress until it joins a remembered one (here, not on the
   // program's stack: the walk runs inside its malloc, maybe on a small thread stack).
@@ -113,6 +123,9 @@ struct Cache {
   Walk *walk;        // [walks], just after the Cache
   RuleSlot *rules;   // [rule_mask + 1], after the walks
   uint32_t rule_mask;
+  // Where a frame state (sp, ip) was last stepped: 1 + walk << kJoinFrameBits | frame, 0 if none.
+  // See index_frames.
+  uint16_t join_index[kJoinSlots];
 };
 
 namespace {
@@ -174,13 +187,7 @@ void copy_frames(Walk &w, int at, const uintptr_t *ip, const uintptr_t *sp, cons
   memcpy(&w.meta[at], meta, size_t(n) * sizeof(Meta));
 }
 
-void used(Cache *c, int i) {
-  c->last_use[i] = c->clock;
-  if (c->recent[0] != i) {
-    c->recent[1] = c->recent[0];
-    c->recent[0] = i;
-  }
-}
+void used(Cache *c, int i) { c->last_use[i] = c->clock; }
 
 void set_start(Cache *c, int i, int start) {
   Walk &w = c->walk[i];
@@ -188,6 +195,17 @@ void set_start(Cache *c, int i, int start) {
   w.stack_id = 0;
   c->leaf_sp[i] = start < kFrames ? w.sp[start] : 0;
   c->leaf_ip[i] = start < kFrames ? w.ip[start] : 0;
+}
+
+// Frames [from, to) of walk i into the join index: the frames a walk stepped, not those it took
+// from the walk it joined (whose entries name that walk, or the one that stepped them first).
+// Entering those too cost more than the merge it replaced (python: 19 frames a walk against 2.7
+// stepped). An entry goes stale when its walk is replaced; a probe checks the frame it names and
+// then the walk must step on, maybe to the outermost frame, which enters every frame again.
+void index_frames(Cache *c, int i, int from, int to) {
+  const Walk &w = c->walk[i];
+  for (int k = from; k < to; ++k)
+    c->join_index[join_slot(w.sp[k], w.ip[k])] = uint16_t(1 + (i << kJoinFrameBits | k));
 }
 
 // The walk to replace: an empty one, else the one that served longest ago.
@@ -230,7 +248,6 @@ __attribute__((no_sanitize("address", "undefined"))) HS_NOINLINE int walk(Cache 
     c->walk = reinterpret_cast<Walk *>(c + 1);
     c->rules = reinterpret_cast<RuleSlot *>(c->walk + walks);
     c->rule_mask = slots - 1;
-    c->recent[1] = walks > 1 ? 1 : 0;
     for (int i = 0; i < walks; ++i) set_start(c, i, kFrames);
     // Zeroed rules are empty: no clearing below (it would touch every page of a table that
     // python's interpreter fills only in part, 256 KiB when sampling densely).
@@ -239,6 +256,7 @@ __attribute__((no_sanitize("address", "undefined"))) HS_NOINLINE int walk(Cache 
   uint32_t gen = g_code_gen.load(std::memory_order_relaxed);
   if (HS_UNLIKELY(c->gen != gen)) {
     memset(c->rules, 0, sizeof(RuleSlot) * (c->rule_mask + 1));
+    memset(c->join_index, 0, sizeof(c->join_index));
     for (int i = 0; i < c->walks; ++i) {
       set_start(c, i, kFrames);
       c->last_use[i] = 0;
@@ -263,54 +281,48 @@ __attribute__((no_sanitize("address", "undefined"))) HS_NOINLINE int walk(Cache 
     *id = &w.stack_id;
     return kFrames - k;
   }
-  // Else a join further out is looked for in the two walks that served last only: looking
-  // through all of them at every frame cost more than it saved (python: 83% of the frames are
-  // shared with the previous walk, 87% with one of the last four).
-  int scan[2] = {c->recent[0], c->recent[1]};
-  int scans = c->walks > 1 && scan[1] != scan[0] ? 2 : 1;
-  // Per walk scanned, its first frame not below the current one, and the first frame a join may
-  // still be tried at (a check that failed at frame m rules out every join up to m).
-  int next[2], first_join[2];
-  for (int j = 0; j < scans; ++j) next[j] = first_join[j] = c->walk[scan[j]].start;
+  // Else a join further out: at each frame of the program (none is looked for at the tracer's
+  // own), the remembered frame in the same state, if any, and whether its walk holds from there.
+  // A check that failed at frame m of a walk rules out every join with it up to m.
+  int first_join[kWalksDense] = {};
   uint8_t end;
   uintptr_t end_cfa = 0;
   for (;;) {
-    for (int j = 0; j < scans && !own_frame(ip); ++j) {
-      int i = scan[j];
+    if (uint32_t e = own_frame(ip) ? 0 : c->join_index[join_slot(sp, ip)]) {
+      int i = int(e - 1) >> kJoinFrameBits, k = int(e - 1) & ((1 << kJoinFrameBits) - 1);
       Walk &w = c->walk[i];
-      int k = next[j];
-      while (k < kFrames && w.sp[k] < sp) ++k;
-      next[j] = k;
-      if (k == kFrames || w.sp[k] != sp || w.ip[k] != ip || k < n || k < first_join[j]) continue;
-      if (!bp_agrees(w, k, bp)) continue;
-      if (int bad = first_change(w, k); bad >= 0) {
-        first_join[j] = bad + 1;
-        continue;
+      if (i < c->walks && k >= w.start && k >= n && k >= first_join[i] && w.sp[k] == sp && w.ip[k] == ip &&
+          bp_agrees(w, k, bp)) {
+        if (int bad = first_change(w, k); bad >= 0) {
+          first_join[i] = bad + 1;
+        } else {
+          // Join: this walk is the n fresh frames, then w's from frame k.
+          used(c, i);
+          if (n == 0) {
+            // A part of w (its frames below k are not this stack's): no id of its own.
+            *out = &w.ip[k];
+            *id = nullptr;
+            return kFrames - k;
+          }
+          int d = victim(c);
+          Walk &to = c->walk[d];
+          if (d != i) {
+            // w stays (it may serve again); the new walk takes the place of the oldest.
+            copy_frames(to, k, &w.ip[k], &w.sp[k], &w.bp[k], &w.meta[k], kFrames - k);
+            to.end = w.end;
+            to.end_cfa = w.end_cfa;
+          }
+          int start = k - n;
+          copy_frames(to, start, fip, fsp, fbp, fmeta, n);
+          mark_bp_needed(to, start, k, to.meta[k].flags & kBpNeeded);
+          set_start(c, d, start);
+          index_frames(c, d, start, k);
+          used(c, d);
+          *out = &to.ip[start];
+          *id = &to.stack_id;
+          return kFrames - start;
+        }
       }
-      // Join: this walk is the n fresh frames, then w's from frame k.
-      used(c, i);
-      if (n == 0) {
-        // A part of w (its frames below k are not this stack's): no id of its own.
-        *out = &w.ip[k];
-        *id = nullptr;
-        return kFrames - k;
-      }
-      int d = victim(c);
-      Walk &to = c->walk[d];
-      if (d != i) {
-        // w stays (it may serve again); the new walk takes the place of the oldest.
-        copy_frames(to, k, &w.ip[k], &w.sp[k], &w.bp[k], &w.meta[k], kFrames - k);
-        to.end = w.end;
-        to.end_cfa = w.end_cfa;
-      }
-      int start = k - n;
-      copy_frames(to, start, fip, fsp, fbp, fmeta, n);
-      mark_bp_needed(to, start, k, to.meta[k].flags & kBpNeeded);
-      set_start(c, d, start);
-      used(c, d);
-      *out = &to.ip[start];
-      *id = &to.stack_id;
-      return kFrames - start;
     }
     if (n == kFrames) return kTooDeep;
     frame_rules::Rule rule;
@@ -354,6 +366,7 @@ __attribute__((no_sanitize("address", "undefined"))) HS_NOINLINE int walk(Cache 
   copy_frames(to, start, fip, fsp, fbp, fmeta, n);
   mark_bp_needed(to, start, kFrames, false);
   set_start(c, d, start);
+  index_frames(c, d, start, kFrames);
   to.end = end;
   to.end_cfa = end_cfa;
   used(c, d);

@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <pthread.h>
 #include <signal.h>
+#include <sys/mman.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
@@ -223,18 +224,20 @@ bool only_writer_left() {
   return paren && paren[1] == ' ' && paren[2] == 'Z';
 }
 
+// The writer's stack, mapped here rather than by pthread_create: the other way to learn a thread's
+// stack (for snapshots, which leave it out), pthread_getattr_np, allocates its CPU set through the
+// program's malloc, and that first malloc on the writer's thread made glibc create an arena for
+// it: one arena fewer for the program's threads, and memory the program does not have natively.
+// Kept across fork: in a child, the parent's writer is gone and its copy serves the child's.
+constexpr size_t kWriterStackBytes = size_t(8) << 20, kWriterGuardBytes = 4096;
+uint8_t *g_writer_stack = nullptr;  // its guard page, then the stack
+
 void *writer_main(void *) {
   t_local.guard = 1;  // the writer's own allocations are never traced
   // Named, so that top -H, gdb and perf show which thread of the program is the tracer's.
   prctl(PR_SET_NAME, "heapsnap-writer", 0, 0, 0);
-  pthread_attr_t attr;
-  if (pthread_getattr_np(pthread_self(), &attr) == 0) {
-    void *lo = nullptr;
-    size_t size = 0;
-    if (pthread_attr_getstack(&attr, &lo, &size) == 0)
-      snapshot::set_writer_stack(reinterpret_cast<uint64_t>(lo), reinterpret_cast<uint64_t>(lo) + size);
-    pthread_attr_destroy(&attr);
-  }
+  uint64_t lo = reinterpret_cast<uint64_t>(g_writer_stack) + kWriterGuardBytes;
+  snapshot::set_writer_stack(lo, lo + kWriterStackBytes);
   while (!g_writer_stop.load(std::memory_order_acquire)) {
     pthread_mutex_lock(&g_wake_mutex);
     timespec ts;
@@ -400,13 +403,24 @@ bool writer_open_capture(bool fork_child, int parent_pid) {
 }
 
 bool writer_start_thread() {
+  if (!g_writer_stack) {
+    void *m = mmap(nullptr, kWriterGuardBytes + kWriterStackBytes, PROT_READ | PROT_WRITE,
+                   MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_STACK, -1, 0);
+    if (m == MAP_FAILED) return false;
+    mprotect(m, kWriterGuardBytes, PROT_NONE);
+    g_writer_stack = static_cast<uint8_t *>(m);
+  }
+  pthread_attr_t attr;
+  if (pthread_attr_init(&attr) != 0) return false;
+  pthread_attr_setstack(&attr, g_writer_stack + kWriterGuardBytes, kWriterStackBytes);
   sigset_t all, old;
   sigfillset(&all);
   // The writer must never run the program's signal handlers.
   pthread_sigmask(SIG_SETMASK, &all, &old);
   g_writer_stop.store(false);
-  int rc = pthread_create(&g_writer, nullptr, writer_main, nullptr);
+  int rc = pthread_create(&g_writer, &attr, writer_main, nullptr);
   pthread_sigmask(SIG_SETMASK, &old, nullptr);
+  pthread_attr_destroy(&attr);
   g_writer_running = rc == 0;
   return g_writer_running;
 }

@@ -207,6 +207,14 @@ def case_mmap_threshold(r, a):
         r.same_behaviour(a.c_prog, "mmap_threshold", 1, sample=sample)
 
 
+def case_arenas(r, a):
+    # The tracer's writer thread must not make glibc create a malloc arena for it.
+    nat = r.native(a.c_prog, "arenas", 1)
+    check(b"arenas 1\n" in nat.stdout, "arenas: natively one arena (%r)" % nat.stdout)
+    for sample in ("1", "65536"):
+        r.same_behaviour(a.c_prog, "arenas", 1, sample=sample)
+
+
 def case_killed(r, a):
     tr, path = r.record("killed", a.c_prog, "killed", N2)
     check(tr.returncode == 128 + 9, "killed: record exits 128+9 (%d)" % tr.returncode)

@@ -145,6 +145,25 @@ static void mode_mmap_threshold(void) {
   for (int i = 0; i < 3; ++i) free(kept[i]);
 }
 
+// How many arenas glibc's malloc has (malloc_info's <heap> elements): the tracer's own threads
+// must not add one (its writer's first malloc, made inside pthread_getattr_np, once did).
+static void mode_arenas(void) {
+  free(malloc(10));
+  // Long enough for the tracer's writer thread to be well started.
+  struct timespec ts = {0, 200 * 1000 * 1000};
+  nanosleep(&ts, NULL);
+  char *buf = NULL;
+  size_t len = 0;
+  FILE *f = open_memstream(&buf, &len);
+  if (!f) return;
+  malloc_info(0, f);
+  fclose(f);
+  int heaps = 0;
+  for (const char *p = buf; (p = strstr(p, "<heap nr=")) != NULL; ++p) ++heaps;
+  free(buf);
+  printf("arenas %d\n", heaps);
+}
+
 static void mode_killed(void) {
   for (long i = 0; i < n; ++i) sink = malloc(1000);
   // Long enough for the shim's periodic flush; then die without any chance to clean up.
@@ -187,6 +206,7 @@ int main(int argc, char **argv) {
   else if (!strcmp(m, "fork")) mode_fork();
   else if (!strcmp(m, "fork_live")) mode_fork_live();
   else if (!strcmp(m, "mmap_threshold")) mode_mmap_threshold();
+  else if (!strcmp(m, "arenas")) mode_arenas();
   else if (!strcmp(m, "killed")) mode_killed();
   else if (!strcmp(m, "errno")) mode_errno();
   else {

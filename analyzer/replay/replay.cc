@@ -162,10 +162,15 @@ class Replayer {
     if (bad_id_events_)
       r_.problems.push_back({bad_id_offset_, std::to_string(bad_id_events_) +
                                                  " events name block id 0 (not a valid id); ignored"});
-    if (r_.unknown_frees)
-      r_.problems.push_back({unknown_offset_, std::to_string(r_.unknown_frees) +
-                                                  " frees or resizes name a block that no allocation in the capture "
-                                                  "defined (this frame holds the first of them)"});
+    if (r_.unknown_frees) {
+      // The earliest frame among those still unmatched (an end matched later by its ALLOC is not
+      // a problem).
+      uint64_t at = lost_ ? lost_offset_ : UINT64_MAX;
+      early_.for_each([&](uint64_t, const Early &e) { at = std::min(at, e.offset); });
+      r_.problems.push_back({at, std::to_string(r_.unknown_frees) +
+                                     " blocks are freed or resized but no allocation in the capture defined "
+                                     "them (this frame holds the first of those ends)"});
+    }
     // Stacks unchanged since the highest peak: their live figures are their peak figures.
     // Written only where they differ: the pages of stacks that never allocated stay untouched.
     for (size_t s = 0; s < r_.by_stack.size(); ++s) {
@@ -415,7 +420,7 @@ class Replayer {
             if (it != pool_index_.end()) it->second.erase(pl.addr);
           }
         } else {
-          if (!r_.unknown_frees++) unknown_offset_ = batch_offset_;
+          note_lost();  // (pool ends are not held for a later POOL_ALLOC)
         }
         after_event(time, false);
         return;
@@ -430,19 +435,27 @@ class Replayer {
   // batch was written first (it filled up, or that thread ended). Such an end is kept here until
   // its ALLOC comes; without it the block would stay live for ever (a false leak). What is still
   // here at the end belongs to ALLOCs the file does not hold (a damaged or cut capture).
+  // unknown_frees counts blocks (not events: a block resized, then freed, by another thread
+  // before its ALLOC was written has two early ends and one ALLOC).
   struct Early {
-    uint64_t size;  // REALLOC's new size; 0 = freed
+    uint64_t size;    // REALLOC's new size; 0 = freed
+    uint64_t offset;  // the frame holding its first early end
   };
   __attribute__((noinline)) void note_early(uint64_t id, uint64_t realloc_size) {
-    if (!r_.unknown_frees++) unknown_offset_ = batch_offset_;
-    if (early_.size() >= (uint64_t(1) << 24)) return;  // a hostile file: bounded memory
     if (Early *e = early_.find(id)) {
       if (e->size != 0) e->size = realloc_size;  // a later free or resize wins
-    } else {
-      early_[id] = Early{realloc_size};
-      uint16_t &f = early_filter_[id & kEarlyMask];
-      if (f != UINT16_MAX) ++f;  // saturated: stays "maybe" for ever
+      return;
     }
+    if (early_.size() >= (uint64_t(1) << 24)) return note_lost();  // a hostile file: bounded memory
+    ++r_.unknown_frees;
+    early_[id] = Early{realloc_size, batch_offset_};
+    uint16_t &f = early_filter_[id & kEarlyMask];
+    if (f != UINT16_MAX) ++f;  // saturated: stays "maybe" for ever
+  }
+  // An end that no later ALLOC can match.
+  void note_lost() {
+    ++r_.unknown_frees;
+    if (!lost_++) lost_offset_ = batch_offset_;
   }
   // The ALLOC of a block whose end came first: true if it was freed (never live); a resize
   // updates *b.
@@ -481,7 +494,7 @@ class Replayer {
   uint64_t batch_offset_ = 0;  // the frame holding it
   uint64_t bad_stack_events_ = 0, bad_stack_offset_ = 0;
   uint64_t bad_id_events_ = 0, bad_id_offset_ = 0;
-  uint64_t unknown_offset_ = 0;  // the frame of the first free of an unknown block
+  uint64_t lost_ = 0, lost_offset_ = 0;  // note_lost's count, and the frame of the first
 };
 
 }  // namespace

@@ -121,7 +121,7 @@ struct ReplayResult {
   std::vector<std::pair<uint32_t, PoolObjectState>> live_pool_objects;
   uint64_t end_time_ns = 0;
   uint64_t events = 0;
-  uint64_t unknown_frees = 0;     // frees naming a block the replay never saw (damaged capture)
+  uint64_t unknown_frees = 0;     // blocks freed or resized that no ALLOC defined (damaged capture)
   uint64_t live_blocks_peak = 0;  // most sampled blocks live at once (replay memory bound)
   size_t memory_bytes = 0;        // replay tables at the end
   // Where the sampled estimate of live bytes was highest: exact in every-allocation mode, and in

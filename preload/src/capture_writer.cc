@@ -403,16 +403,27 @@ bool writer_open_capture(bool fork_child, int parent_pid) {
 }
 
 bool writer_start_thread() {
+  // A child forked by the writer thread itself (the program's atexit handlers run on it when only
+  // it is left, see only_writer_left) runs on that stack: its writer needs another one.
+  uint8_t here;
+  if (g_writer_stack && &here >= g_writer_stack && &here < g_writer_stack + kWriterGuardBytes + kWriterStackBytes)
+    g_writer_stack = nullptr;
   if (!g_writer_stack) {
     void *m = mmap(nullptr, kWriterGuardBytes + kWriterStackBytes, PROT_READ | PROT_WRITE,
                    MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_STACK, -1, 0);
     if (m == MAP_FAILED) return false;
-    mprotect(m, kWriterGuardBytes, PROT_NONE);
+    if (mprotect(m, kWriterGuardBytes, PROT_NONE) != 0) {
+      munmap(m, kWriterGuardBytes + kWriterStackBytes);
+      return false;
+    }
     g_writer_stack = static_cast<uint8_t *>(m);
   }
   pthread_attr_t attr;
   if (pthread_attr_init(&attr) != 0) return false;
-  pthread_attr_setstack(&attr, g_writer_stack + kWriterGuardBytes, kWriterStackBytes);
+  if (pthread_attr_setstack(&attr, g_writer_stack + kWriterGuardBytes, kWriterStackBytes) != 0) {
+    pthread_attr_destroy(&attr);
+    return false;
+  }
   sigset_t all, old;
   sigfillset(&all);
   // The writer must never run the program's signal handlers.

@@ -24,8 +24,6 @@ using namespace detail;
 
 namespace {
 
-size_t leaf_bytes() { return (size_t(1) << (shadow::kRegionShift - g_unit_shift)) * 8; }
-
 // --- the striped table ----------------------------------------------------------------------------
 
 struct Slot {

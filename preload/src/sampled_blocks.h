@@ -37,6 +37,7 @@ struct Name {
   uint32_t stack;  // allocation stack
 };
 // Chooses the layers, before the first insert: direct words of 1 << unit_shift bytes when dense.
+// (Once: the leaves' size follows from the unit.)
 void init(bool dense, unsigned unit_shift);
 HS_INLINE bool insert(const void *p, Name n);   // false if out of memory (block stays unnamed)
 HS_INLINE void prefetch(const void *p);         // hint: insert(p) or take(p) comes soon
@@ -63,6 +64,7 @@ extern std::atomic<uint64_t *> g_leaves[shadow::kTopEntries];
 extern std::atomic<bool> g_table_used;
 
 uint64_t *create_leaf(size_t index);  // nullptr if the mapping failed
+HS_INLINE size_t leaf_bytes() { return (size_t(1) << (shadow::kRegionShift - g_unit_shift)) * 8; }
 bool insert_table(const void *p, Name n, uint64_t *stale_word);
 bool take_table(const void *p, Name *n);
 void prefetch_table(const void *p);

@@ -159,7 +159,7 @@ void zfree(void *, void *) {}
 struct Range {
   uint64_t lo, hi;
 };
-constexpr size_t kMaxExcluded = 2 * shadow::kTopEntries + 8;
+constexpr size_t kMaxExcluded = 3 * shadow::kTopEntries + 8;
 Range *g_excluded = nullptr;
 size_t g_nexcluded = 0;
 
@@ -171,6 +171,9 @@ void build_exclusions(const Child &c, uint64_t arena_lo, uint64_t arena_hi) {
       g_excluded[g_nexcluded++] = {uint64_t(l), uint64_t(l) + shadow::kLeafBytes};
     if (uint64_t *l = info::top[t].load(std::memory_order_relaxed))
       g_excluded[g_nexcluded++] = {uint64_t(l), uint64_t(l) + info::leaf_bytes()};
+    // (Its words never look like pointers, bit 63 set; left out so as not to read them at all.)
+    if (uint64_t *l = sampled_blocks::detail::g_leaves[t].load(std::memory_order_relaxed))
+      g_excluded[g_nexcluded++] = {uint64_t(l), uint64_t(l) + sampled_blocks::detail::leaf_bytes()};
   }
   g_excluded[g_nexcluded++] = {arena_lo, arena_hi};
   if (c.writer_hi) g_excluded[g_nexcluded++] = {c.writer_lo, c.writer_hi};

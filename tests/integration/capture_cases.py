@@ -185,7 +185,7 @@ def case_fork_live(r, a):
     # The child frees blocks the parent allocated (and named, every allocation being sampled)
     # before the fork: its own capture must not name them, so its replay finds no free of a block
     # it never saw allocated, and the parent's replay sees all of its blocks freed.
-    for sample in ("1", "64"):
+    for sample in ("1", "64", "65536"):  # direct words (dense sampling) and the table
         name = "fork-live-" + sample
         tr, path = r.record(name, a.c_prog, "fork_live", N2, sample=sample)
         check(tr.returncode == 0, "fork_live %s: traced program exits 0" % sample)

@@ -363,6 +363,61 @@ TEST_CASE("wire: a format 1 capture and its format 2 twin replay to the same fig
   }
 }
 
+// A block resized, then freed, by another thread before the batch with its ALLOC reaches the file
+// (cross-thread batches are written in any order): its ends wait for the ALLOC, and the capture
+// has no problem. An end of a block that nothing allocated is one problem, counted once per block.
+TEST_CASE("replay: ends written before their ALLOC are no problem, ends of blocks never allocated are") {
+  namespace w = heapsnap::wire;
+  REQUIRE(hs::heap::init());
+  for (bool stray : {false, true}) {
+    hs::wire::Buf out;
+    auto b = std::make_unique<hs::EventBatch>();
+    b->begin(hs::kReallocMoved, 2000);  // thread 2: block 1 resized, then freed
+    b->block_ref(1);
+    b->block_size(64);
+    b->stack_id(1);
+    b->begin(hs::kFree, 3000);
+    b->freed_block(1, 1);
+    if (stray) {  // and block 99, never allocated, resized and freed
+      b->begin(hs::kReallocInPlace, 3100);
+      b->block_ref(99);
+      b->block_size(8);
+      b->stack_id(2);
+      b->begin(hs::kFree, 3200);
+      b->freed_block(99, 2);
+    }
+    b->serialize_to(out, 2);
+    b->begin(hs::alloc_kind(0), 1000);  // thread 1: block 1 allocated, its batch written last
+    b->new_id(1);
+    b->block_size(32);
+    b->stack_id(1);
+    b->serialize_to(out, 1);
+    std::string path = std::string(P_tmpdir) + "/heapsnap-test-" + std::to_string(getpid()) + "-early.hsnap";
+    {
+      heapsnap::capture::CaptureFileWriter fw(path, 2, 0);
+      add_context(fw, 1, 2);
+      for (const auto &rec : parse_all(out)) fw.add(rec);
+      w::Record end;
+      end.mutable_end()->set_reason("exit");
+      fw.add(end);
+      REQUIRE(fw.close());
+    }
+    std::string err;
+    heapsnap::replay::ReplayResult r = heapsnap::replay::replay_with_peak(path, &err);
+    unlink(path.c_str());
+    REQUIRE(err.empty());
+    CHECK(r.by_stack[1].live_calls == 0);  // block 1: allocated, resized, freed
+    if (!stray) {
+      CHECK(r.unknown_frees == 0);
+      CHECK(r.problems.empty());
+    } else {
+      CHECK(r.unknown_frees == 1);
+      REQUIRE(r.problems.size() == 1);
+      CHECK(r.problems[0].what.rfind("1 blocks are freed or resized", 0) == 0);
+    }
+  }
+}
+
 // The replay with the reader's read-ahead thread decoding the event batches (see
 // CaptureReader::set_decoded_events_handler) and without it: the same figures, bit for bit, on a
 // capture of many frames with every event kind, a batch too large for the thread to take, and

@@ -82,9 +82,7 @@ json header_json(const Common &c, const replay::ReplayResult &r) {
   j["estimated"] = r.sample_bytes() > 1;
   j["sample_bytes"] = r.sample_bytes();
   j["truncated"] = r.truncated;
-  json probs = json::array();
-  for (const auto &p : r.problems) probs.push_back({{"offset", p.offset}, {"what", p.what}});
-  j["problems"] = probs;
+  j["problems"] = problems_json(r.problems);
   json ex;
   ex["alloc_calls"] = r.totals.alloc_calls();
   ex["bytes_allocated"] = r.totals.bytes_allocated();

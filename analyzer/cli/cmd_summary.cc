@@ -50,9 +50,7 @@ nlohmann::ordered_json to_json(const replay::CaptureSummary &s) {
   j["fork_child"] = s.process.fork_child();
   j["end_reason"] = s.ended ? nlohmann::ordered_json(s.end_reason) : nlohmann::ordered_json(nullptr);
   j["truncated"] = s.truncated;
-  nlohmann::ordered_json probs = nlohmann::ordered_json::array();
-  for (const auto &p : s.problems) probs.push_back({{"offset", p.offset}, {"what", p.what}});
-  j["problems"] = probs;
+  j["problems"] = problems_json(s.problems);
   j["file_bytes"] = s.file_bytes;
   return j;
 }

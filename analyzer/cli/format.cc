@@ -35,6 +35,12 @@ std::string human_duration(double s) {
 bool stdout_is_terminal() { return isatty(1); }
 bool stderr_is_terminal() { return isatty(2); }
 
+nlohmann::ordered_json problems_json(const std::vector<capture::Problem> &problems) {
+  nlohmann::ordered_json a = nlohmann::ordered_json::array();
+  for (const auto &p : problems) a.push_back({{"offset", p.offset}, {"what", p.what}});
+  return a;
+}
+
 std::string no_process_record_message(const std::string &file, const std::vector<capture::Problem> &problems) {
   char b[64];
   if (!problems.empty()) {

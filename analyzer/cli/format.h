@@ -1,5 +1,7 @@
-// Human-readable figures for terminal output.
+// Human-readable figures for terminal output, and a capture's problems as commands report them.
 #pragma once
+#include <nlohmann/json.hpp>
+
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -17,5 +19,8 @@ bool stderr_is_terminal();
 // Why a capture that was read has no process record, naming a file offset: the reader's first
 // problem (a lost first frame), or the end of the file when nothing was readable.
 std::string no_process_record_message(const std::string &file, const std::vector<capture::Problem> &problems);
+
+// The "problems" array of every --json output: [{"offset": N, "what": "..."}, ...].
+nlohmann::ordered_json problems_json(const std::vector<capture::Problem> &problems);
 
 }  // namespace heapsnap::cli

@@ -10,8 +10,6 @@ bool g_glibc_layout = false;
 
 namespace {
 
-bool g_probe_glibc = false;
-
 // Whether the next malloc is glibc's own. The check below reads the word before a block, which
 // only glibc's layout makes safe: another allocator (a sanitizer's, jemalloc preloaded after
 // heapsnap) may put a block at the start of a mapping, or flag the read as an overflow.
@@ -30,8 +28,9 @@ bool next_is_glibc() {
 // consolidation work and no mremap (python: 1.24x native wall time; 1.06x with the threshold
 // pinned in both runs). realloc() shrinks an mmapped chunk in place (mremap) or moves it, and
 // neither path touches the threshold; the one-page chunk left is below any threshold when freed.
+// (Only called once next_is_glibc(): the header read is safe.)
 void free_probe(void *p) {
-  if (g_probe_glibc && (static_cast<const size_t *>(p)[-1] & 2)) {  // 2 = IS_MMAPPED
+  if (static_cast<const size_t *>(p)[-1] & 2) {  // 2 = IS_MMAPPED
     if (void *q = real::fn.realloc(p, 1)) p = q;
   }
   real::fn.free(p);
@@ -42,7 +41,6 @@ void free_probe(void *p) {
 void init() {
   static const size_t sizes[] = {0, 1, 8, 24, 25, 40, 100, 1000, 4096, 70000, 300000, 5000000};
   if (!next_is_glibc()) return;
-  g_probe_glibc = true;
   bool same = true;
   for (size_t n : sizes) {
     void *p = real::fn.malloc(n);

@@ -6,9 +6,8 @@
 
 namespace hs::info {
 
-std::atomic<uint64_t *> top[shadow::kTopEntries];
+constinit WordMap words;
 bool enabled = false;
-unsigned unit_shift = shadow::kGranuleShift;
 
 namespace {
 bool g_hugepages = true;
@@ -20,29 +19,16 @@ unsigned char g_vec[kMaxStretches * (kHuge / 4096)];
 }  // namespace
 
 void init(bool glibc_layout) {
-  unit_shift = glibc_layout ? 5 : shadow::kGranuleShift;
+  words.set_unit_shift(block_unit_shift(glibc_layout));
   const char *h = getenv("HEAPSNAP_SNAPSHOT_HUGEPAGES");
   g_hugepages = !(h && h[0] == '0');
 }
 
-uint64_t *create_leaf(size_t index) {
-  void *m = mmap(nullptr, leaf_bytes(), PROT_READ | PROT_WRITE,
-                 MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-  if (m == MAP_FAILED) return nullptr;
-  auto *leaf = static_cast<uint64_t *>(m);
-  uint64_t *expected = nullptr;
-  if (!top[index].compare_exchange_strong(expected, leaf, std::memory_order_acq_rel)) {
-    munmap(m, leaf_bytes());
-    return expected;
-  }
-  return leaf;
-}
-
 void advise_hugepages() {
   if (!g_hugepages) return;
-  const size_t stretches = leaf_bytes() / kHuge, pages = kHuge / 4096;
+  const size_t leaf_bytes = words.leaf_bytes(), stretches = leaf_bytes / kHuge, pages = kHuge / 4096;
   for (size_t t = 0; t < shadow::kTopEntries; ++t) {
-    uint64_t *leaf = top[t].load(std::memory_order_acquire);
+    uint64_t *leaf = words.leaf(t);
     if (!leaf) continue;
     // Leaves are 2 MiB-aligned in practice (the kernel aligns big anonymous mappings); a stretch
     // is counted from the leaf's start either way.
@@ -59,7 +45,7 @@ void advise_hugepages() {
     size_t done = 0;
     for (size_t w = 0; w < (stretches + 63) / 64; ++w) done += size_t(__builtin_popcountll(adv[w]));
     if (done == stretches) continue;  // a heap's leaf is all advised once it has one dense stretch
-    if (mincore(leaf, leaf_bytes(), g_vec) != 0) continue;
+    if (mincore(leaf, leaf_bytes, g_vec) != 0) continue;
     bool extend = false;  // the stretch below is dense: this one, untouched, is its growth
     for (size_t k = 0; k < stretches; ++k) {
       size_t resident = 0;

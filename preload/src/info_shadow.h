@@ -4,8 +4,7 @@
 // start and how big they are) this is every live block, with no hash table and no lock on the
 // allocation path; a freed block needs no update (its byte-shadow entry is cleared).
 //
-// A unit is 32 bytes when the next allocator is glibc's (usable::g_glibc_layout: its chunks are
-// at least 32 bytes long, so no two blocks start in one unit), else a 16-byte granule.
+// The words are a WordMap (word_map.h): a unit is 32 bytes on glibc's chunk layout, else 16.
 //
 // Cost: touched pages only, at most 25% of the heap for a glibc heap of its smallest blocks
 // (50% with 16-byte units), 8 bytes per live block for larger ones.
@@ -21,19 +20,15 @@
 #include <cstdint>
 
 #include "common.h"
-#include "shadow_map.h"
+#include "word_map.h"
 
 namespace hs::info {
 
-extern std::atomic<uint64_t *> top[shadow::kTopEntries];
+extern WordMap words;
 extern bool enabled;
-extern unsigned unit_shift;  // log2 of the unit: 5 (glibc) or 4
 
 // Chooses the unit (before the first slot is written): 32 bytes if the allocator allows it.
 void init(bool glibc_layout);
-HS_INLINE size_t leaf_bytes() { return (size_t(1) << (shadow::kRegionShift - unit_shift)) * 8; }
-
-uint64_t *create_leaf(size_t index);
 
 // The writer thread, every tick: MADV_HUGEPAGE (THP in "madvise" mode acts on it alone; the
 // program's memory is left as it is) on the 2 MiB stretches of the table that are at least half
@@ -44,18 +39,7 @@ uint64_t *create_leaf(size_t index);
 // Env HEAPSNAP_SNAPSHOT_HUGEPAGES=0 turns it off.
 void advise_hugepages();
 
-HS_INLINE uint64_t *slot(const void *p, bool create) {
-  uint64_t a = reinterpret_cast<uint64_t>(p);
-  size_t t = a >> shadow::kRegionShift;
-  if (HS_UNLIKELY(t >= shadow::kTopEntries)) return nullptr;
-  uint64_t *leaf = top[t].load(std::memory_order_acquire);
-  if (HS_UNLIKELY(!leaf)) {
-    if (!create) return nullptr;
-    leaf = create_leaf(t);
-    if (!leaf) return nullptr;
-  }
-  return leaf + ((a & ((uint64_t(1) << shadow::kRegionShift) - 1)) >> unit_shift);
-}
+HS_INLINE uint64_t *slot(const void *p, bool create) { return words.word(p, create); }
 
 HS_INLINE uint64_t encode(uint32_t site, uint32_t time_ms) {
   return (uint64_t(time_ms | 0x80000000u) << 32) | site;

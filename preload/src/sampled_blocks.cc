@@ -14,8 +14,7 @@ namespace hs::sampled_blocks {
 namespace detail {
 
 bool g_direct = false;
-unsigned g_unit_shift = shadow::kGranuleShift;
-std::atomic<uint64_t *> g_leaves[shadow::kTopEntries];
+constinit WordMap g_words;
 std::atomic<bool> g_table_used{false};
 
 }  // namespace detail
@@ -61,22 +60,9 @@ bool grow(Stripe &s) {
 
 }  // namespace
 
-uint64_t *detail::create_leaf(size_t index) {
-  void *m = mmap(nullptr, leaf_bytes(), PROT_READ | PROT_WRITE,
-                 MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-  if (m == MAP_FAILED) return nullptr;
-  auto *leaf = static_cast<uint64_t *>(m);
-  uint64_t *expected = nullptr;
-  if (!g_leaves[index].compare_exchange_strong(expected, leaf, std::memory_order_acq_rel)) {
-    munmap(m, leaf_bytes());  // another thread won the race
-    return expected;
-  }
-  return leaf;
-}
-
 void init(bool dense, unsigned unit_shift) {
   g_direct = dense;
-  g_unit_shift = unit_shift;
+  g_words.set_unit_shift(unit_shift);
 }
 
 void detail::prefetch_table(const void *p) {
@@ -144,7 +130,7 @@ bool detail::take_table(const void *p, Name *n) {
 
 bool peek(const void *p, Name *n) {
   if (g_direct) {
-    if (const uint64_t *w = direct_word(p, false)) {
+    if (const uint64_t *w = g_words.word(p, false)) {
       if (uint64_t v = load_word(w)) {
         *n = decode(v);
         return true;
@@ -178,8 +164,7 @@ void unlock_all() {
 void after_fork_child() {
   // The child's capture names blocks afresh: blocks inherited from the parent are not sampled in
   // it (their frees become plain frees there).
-  for (auto &l : g_leaves)
-    if (uint64_t *leaf = l.load(std::memory_order_relaxed)) madvise(leaf, leaf_bytes(), MADV_DONTNEED);
+  g_words.clear();
   for (auto &s : g_stripes) {
     s.lock.reset();
     for (uint64_t i = 0; s.slots && i <= s.mask; ++i) s.slots[i] = Slot{};

@@ -8,8 +8,8 @@
 //   backward-shift deletion), a free from another thread contending only on one of 64 stripes.
 //   Keys are stored disguised (see common.h). A few dozen bytes per sampled block.
 // - Dense sampling (--sample-bytes up to kDenseSampleBytes, every allocation at 1): a
-//   direct-mapped word per unit of address space, where the block starts (the unit as in
-//   info_shadow.h: 32 bytes on glibc, whose chunks are that far apart, else 16), holding the id
+//   direct-mapped word per unit of address space, where the block starts (a WordMap,
+//   word_map.h: 32-byte units on glibc, whose chunks are that far apart, else 16), holding the id
 //   and the stack. No hash, no lock: the allocator hands an address to one thread at a time,
 //   as for the byte shadow. The word sits next to its neighbours' words, so it follows the
 //   program's own locality; the table's random slots made every insert and take a cache miss
@@ -24,7 +24,7 @@
 #include <cstdint>
 
 #include "common.h"
-#include "shadow_map.h"
+#include "word_map.h"
 
 namespace hs::sampled_blocks {
 
@@ -57,54 +57,32 @@ constexpr unsigned kStackBits = 24, kIdBits = 39;
 constexpr uint64_t kMark = uint64_t(1) << 63;
 
 extern bool g_direct;
-extern unsigned g_unit_shift;
-extern std::atomic<uint64_t *> g_leaves[shadow::kTopEntries];
+extern WordMap g_words;
 // Set once anything went to the table in dense mode: until then a take that finds no word is
 // done without looking at the table (and its lock).
 extern std::atomic<bool> g_table_used;
 
-uint64_t *create_leaf(size_t index);  // nullptr if the mapping failed
-HS_INLINE size_t leaf_bytes() { return (size_t(1) << (shadow::kRegionShift - g_unit_shift)) * 8; }
 bool insert_table(const void *p, Name n, uint64_t *stale_word);
 bool take_table(const void *p, Name *n);
 void prefetch_table(const void *p);
-
-// p's word, or nullptr (no leaf yet and !create, or no memory for one).
-HS_INLINE uint64_t *direct_word(const void *p, bool create) {
-  uint64_t a = reinterpret_cast<uint64_t>(p);
-  size_t t = a >> shadow::kRegionShift;
-  if (HS_UNLIKELY(t >= shadow::kTopEntries)) return nullptr;
-  uint64_t *leaf = g_leaves[t].load(std::memory_order_acquire);
-  if (HS_UNLIKELY(!leaf)) {
-    if (!create) return nullptr;
-    leaf = create_leaf(t);
-    if (!leaf) return nullptr;
-  }
-  return leaf + ((a & ((uint64_t(1) << shadow::kRegionShift) - 1)) >> g_unit_shift);
-}
 
 HS_INLINE bool fits(Name n) { return n.id < (uint64_t(1) << kIdBits) && n.stack < (1u << kStackBits); }
 HS_INLINE uint64_t encode(Name n) { return kMark | n.id << kStackBits | n.stack; }
 HS_INLINE Name decode(uint64_t w) {
   return {(w & ~kMark) >> kStackBits, uint32_t(w & ((1u << kStackBits) - 1))};
 }
-// Relaxed atomics for the same reason as shadow::get / shadow::set: the allocator orders a word's
-// writers, out of ThreadSanitizer's sight.
-HS_INLINE uint64_t load_word(const uint64_t *w) { return __atomic_load_n(w, __ATOMIC_RELAXED); }
-HS_INLINE void store_word(uint64_t *w, uint64_t v) { __atomic_store_n(w, v, __ATOMIC_RELAXED); }
-
 }  // namespace detail
 
 HS_INLINE void prefetch(const void *p) {
   using namespace detail;
   if (!g_direct) return prefetch_table(p);
-  if (uint64_t *w = direct_word(p, false)) __builtin_prefetch(w, 1);
+  if (uint64_t *w = g_words.word(p, false)) __builtin_prefetch(w, 1);
 }
 
 HS_INLINE bool insert(const void *p, Name n) {
   using namespace detail;
   if (!g_direct) return insert_table(p, n, nullptr);
-  uint64_t *w = direct_word(p, true);
+  uint64_t *w = g_words.word(p, true);
   if (HS_LIKELY(w && fits(n))) {
     store_word(w, encode(n));
     return true;
@@ -115,7 +93,7 @@ HS_INLINE bool insert(const void *p, Name n) {
 HS_INLINE bool take(const void *p, Name *n) {
   using namespace detail;
   if (!g_direct) return take_table(p, n);
-  if (uint64_t *w = direct_word(p, false)) {
+  if (uint64_t *w = g_words.word(p, false)) {
     if (uint64_t v = load_word(w)) {
       store_word(w, 0);
       *n = decode(v);

@@ -169,11 +169,9 @@ void build_exclusions(const Child &c, uint64_t arena_lo, uint64_t arena_hi) {
   for (size_t t = 0; t < shadow::kTopEntries; ++t) {
     if (uint8_t *l = shadow::top[t].load(std::memory_order_relaxed))
       g_excluded[g_nexcluded++] = {uint64_t(l), uint64_t(l) + shadow::kLeafBytes};
-    if (uint64_t *l = info::top[t].load(std::memory_order_relaxed))
-      g_excluded[g_nexcluded++] = {uint64_t(l), uint64_t(l) + info::leaf_bytes()};
-    // (Its words never look like pointers, bit 63 set; left out so as not to read them at all.)
-    if (uint64_t *l = sampled_blocks::detail::g_leaves[t].load(std::memory_order_relaxed))
-      g_excluded[g_nexcluded++] = {uint64_t(l), uint64_t(l) + sampled_blocks::detail::leaf_bytes()};
+    // (Their words never look like pointers, bit 63 set; left out so as not to read them at all.)
+    for (const WordMap *m : {&info::words, &sampled_blocks::detail::g_words})
+      if (uint64_t *l = m->leaf(t)) g_excluded[g_nexcluded++] = {uint64_t(l), uint64_t(l) + m->leaf_bytes()};
   }
   g_excluded[g_nexcluded++] = {arena_lo, arena_hi};
   if (c.writer_hi) g_excluded[g_nexcluded++] = {c.writer_lo, c.writer_hi};

@@ -146,7 +146,7 @@ __attribute__((constructor)) void heapsnap_start() {
   }
   if (config.no_follow_exec) strip_from_ld_preload();
   sampled_blocks::init(config.sample_bytes <= sampled_blocks::kDenseSampleBytes,
-                       usable::g_glibc_layout ? 5 : shadow::kGranuleShift);
+                       block_unit_shift(usable::g_glibc_layout));
   g_pid = getpid();
   g_start_ns = mono_ns();
   const char *failure = nullptr;

@@ -216,6 +216,51 @@ int victim(const Cache *c) {
   return v;
 }
 
+// Whether remembered frame k of walk i (a join index entry, maybe stale) is this stack's frame
+// n: the same state, and the walk holds from there. A check that failed at frame m of a walk
+// rules out every join with it up to m (first_join).
+HS_INLINE bool joins(Cache *c, int i, int k, int n, int *first_join, uintptr_t sp, uintptr_t ip, uintptr_t bp) {
+  if (i >= c->walks) return false;
+  const Walk &w = c->walk[i];
+  if (k < w.start || k < n || k < first_join[i] || w.sp[k] != sp || w.ip[k] != ip || !bp_agrees(w, k, bp))
+    return false;
+  if (int bad = first_change(w, k); bad >= 0) {
+    first_join[i] = bad + 1;
+    return false;
+  }
+  return true;
+}
+
+// The join: this stack is the n fresh frames (c->fip...), then walk i's from frame k. Returns
+// walk()'s result.
+int join(Cache *c, int i, int k, int n, const uintptr_t **out, uint32_t **id) {
+  Walk &w = c->walk[i];
+  used(c, i);
+  if (n == 0) {
+    // A part of w (its frames below k are not this stack's): no id of its own.
+    *out = &w.ip[k];
+    *id = nullptr;
+    return kFrames - k;
+  }
+  int d = victim(c);
+  Walk &to = c->walk[d];
+  if (d != i) {
+    // w stays (it may serve again); the new walk takes the place of the oldest.
+    copy_frames(to, k, &w.ip[k], &w.sp[k], &w.bp[k], &w.meta[k], kFrames - k);
+    to.end = w.end;
+    to.end_cfa = w.end_cfa;
+  }
+  int start = k - n;
+  copy_frames(to, start, c->fip, c->fsp, c->fbp, c->fmeta, n);
+  mark_bp_needed(to, start, k, to.meta[k].flags & kBpNeeded);
+  set_start(c, d, start);
+  index_frames(c, d, start, k);
+  used(c, d);
+  *out = &to.ip[start];
+  *id = &to.stack_id;
+  return kFrames - start;
+}
+
 }  // namespace
 
 uintptr_t declined_pc(const Cache *c) { return c ? c->declined_pc : 0; }
@@ -290,39 +335,7 @@ __attribute__((no_sanitize("address", "undefined"))) HS_NOINLINE int walk(Cache 
   for (;;) {
     if (uint32_t e = own_frame(ip) ? 0 : c->join_index[join_slot(sp, ip)]) {
       int i = int(e - 1) >> kJoinFrameBits, k = int(e - 1) & ((1 << kJoinFrameBits) - 1);
-      Walk &w = c->walk[i];
-      if (i < c->walks && k >= w.start && k >= n && k >= first_join[i] && w.sp[k] == sp && w.ip[k] == ip &&
-          bp_agrees(w, k, bp)) {
-        if (int bad = first_change(w, k); bad >= 0) {
-          first_join[i] = bad + 1;
-        } else {
-          // Join: this walk is the n fresh frames, then w's from frame k.
-          used(c, i);
-          if (n == 0) {
-            // A part of w (its frames below k are not this stack's): no id of its own.
-            *out = &w.ip[k];
-            *id = nullptr;
-            return kFrames - k;
-          }
-          int d = victim(c);
-          Walk &to = c->walk[d];
-          if (d != i) {
-            // w stays (it may serve again); the new walk takes the place of the oldest.
-            copy_frames(to, k, &w.ip[k], &w.sp[k], &w.bp[k], &w.meta[k], kFrames - k);
-            to.end = w.end;
-            to.end_cfa = w.end_cfa;
-          }
-          int start = k - n;
-          copy_frames(to, start, fip, fsp, fbp, fmeta, n);
-          mark_bp_needed(to, start, k, to.meta[k].flags & kBpNeeded);
-          set_start(c, d, start);
-          index_frames(c, d, start, k);
-          used(c, d);
-          *out = &to.ip[start];
-          *id = &to.stack_id;
-          return kFrames - start;
-        }
-      }
+      if (joins(c, i, k, n, first_join, sp, ip, bp)) return join(c, i, k, n, out, id);
     }
     if (n == kFrames) return kTooDeep;
     frame_rules::Rule rule;

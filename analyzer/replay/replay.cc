@@ -361,15 +361,15 @@ class Replayer {
       case wire::POOL_ALLOC: {
         LiveEntry b{stack, kExact ? 1.0f : float(sample_weight(size, mean_)), size};
         StackFigures &f = fig(stack);
-        if (kind == wire::POOL_ALLOC) {
-          f.pool = pool;
-          pool_index_[pool][addr] = id;
-          pool_place_[id] = PoolPlace{pool, addr};
-        }
+        if (kind == wire::POOL_ALLOC) f.pool = pool;
         f.alloc_calls += b.weight;
         f.alloc_bytes += kExact ? double(size) : double(size) * b.weight;
         ++f.samples;
         if (__builtin_expect(early_.size() != 0, 0) && early_filter_[id & kEarlyMask] && early_end(id, &b)) break;
+        if (kind == wire::POOL_ALLOC) {  // (an object ended before it came has no place)
+          pool_index_[pool][addr] = id;
+          pool_place_[id] = PoolPlace{pool, addr};
+        }
         LiveEntry old = live_.insert(id, b);
         if (__builtin_expect(old.weight != 0, 0)) {  // a repeated id: the capture is damaged
           live_remove<kExact>(old);
@@ -420,7 +420,7 @@ class Replayer {
             if (it != pool_index_.end()) it->second.erase(pl.addr);
           }
         } else {
-          note_lost();  // (pool ends are not held for a later POOL_ALLOC)
+          note_early(id, 0);  // another thread's POOL_FREE, written before the POOL_ALLOC (as FREE)
         }
         after_event(time, false);
         return;

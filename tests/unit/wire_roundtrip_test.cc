@@ -418,6 +418,68 @@ TEST_CASE("replay: ends written before their ALLOC are no problem, ends of block
   }
 }
 
+// The same for a client-API pool object: freed by another thread whose batch reaches the file
+// before the one with its POOL_ALLOC, it is counted as allocated, ends up neither live nor in
+// its pool's index, and the capture has no problem. A POOL_FREE of an object never allocated is
+// one problem.
+TEST_CASE("replay: a pool object freed before its POOL_ALLOC was written is no problem") {
+  namespace w = heapsnap::wire;
+  REQUIRE(hs::heap::init());
+  for (bool stray : {false, true}) {
+    hs::wire::Buf out;
+    auto b = std::make_unique<hs::EventBatch>();
+    b->begin(hs::kPoolFree, 3000);  // thread 2: object 1 of pool 1 freed
+    b->freed_block(1, 1);
+    b->pool_id(1);
+    if (stray) {  // and object 99, never allocated
+      b->begin(hs::kPoolFree, 3100);
+      b->freed_block(99, 2);
+      b->pool_id(1);
+    }
+    b->serialize_to(out, 2);
+    b->begin(hs::kPoolAlloc, 1000);  // thread 1: objects 1 and 2 allocated, its batch written last
+    b->new_id(1);
+    b->address(0x7000);
+    b->block_size(48);
+    b->stack_id(1);
+    b->pool_id(1);
+    b->begin(hs::kPoolAlloc, 1100);
+    b->new_id(2);
+    b->address(0x7100);
+    b->block_size(16);
+    b->stack_id(2);
+    b->pool_id(1);
+    b->serialize_to(out, 1);
+    std::string path = std::string(P_tmpdir) + "/heapsnap-test-" + std::to_string(getpid()) + "-early-pool.hsnap";
+    {
+      heapsnap::capture::CaptureFileWriter fw(path, 2, 0);
+      add_context(fw, 1, 2);
+      for (const auto &rec : parse_all(out)) fw.add(rec);
+      w::Record end;
+      end.mutable_end()->set_reason("exit");
+      fw.add(end);
+      REQUIRE(fw.close());
+    }
+    std::string err;
+    heapsnap::replay::ReplayResult r = heapsnap::replay::replay_with_peak(path, &err);
+    unlink(path.c_str());
+    REQUIRE(err.empty());
+    CHECK(r.by_stack[1].alloc_calls == 1);
+    CHECK(r.by_stack[1].live_calls == 0);  // object 1: allocated, then freed
+    CHECK(r.by_stack[2].live_calls == 1);
+    REQUIRE(r.live_pool_objects.size() == 1);  // object 2 only: object 1 left no place behind
+    CHECK(r.live_pool_objects[0].second.id == 2);
+    if (!stray) {
+      CHECK(r.unknown_frees == 0);
+      CHECK(r.problems.empty());
+    } else {
+      CHECK(r.unknown_frees == 1);
+      REQUIRE(r.problems.size() == 1);
+      CHECK(r.problems[0].what.rfind("1 blocks are freed or resized", 0) == 0);
+    }
+  }
+}
+
 // The replay with the reader's read-ahead thread decoding the event batches (see
 // CaptureReader::set_decoded_events_handler) and without it: the same figures, bit for bit, on a
 // capture of many frames with every event kind, a batch too large for the thread to take, and

@@ -303,6 +303,39 @@ void check_same_stack_figures(const heapsnap::replay::ReplayResult &ra, const he
   }
 }
 
+// Writes the event records in `out` (EventBatch::serialize_to's) as a format 2 capture of every
+// allocation with stacks 1 and 2, and replays it.
+heapsnap::replay::ReplayResult replay_events(const hs::wire::Buf &out, const char *name) {
+  namespace w = heapsnap::wire;
+  std::string path = std::string(P_tmpdir) + "/heapsnap-test-" + std::to_string(getpid()) + "-" + name + ".hsnap";
+  {
+    heapsnap::capture::CaptureFileWriter fw(path, 2, 0);
+    add_context(fw, 1, 2);
+    for (const auto &rec : parse_all(out)) fw.add(rec);
+    w::Record end;
+    end.mutable_end()->set_reason("exit");
+    fw.add(end);
+    REQUIRE(fw.close());
+  }
+  std::string err;
+  heapsnap::replay::ReplayResult r = heapsnap::replay::replay_with_peak(path, &err);
+  unlink(path.c_str());
+  REQUIRE(err.empty());
+  return r;
+}
+
+// `blocks` ends without an allocation: that many unknown frees and one problem naming them, or
+// none of either.
+void check_unknown_frees(const heapsnap::replay::ReplayResult &r, uint64_t blocks) {
+  CHECK(r.unknown_frees == blocks);
+  if (blocks == 0) {
+    CHECK(r.problems.empty());
+    return;
+  }
+  REQUIRE(r.problems.size() == 1);
+  CHECK(r.problems[0].what.rfind(std::to_string(blocks) + " blocks are freed or resized", 0) == 0);
+}
+
 }  // namespace
 
 // The replay reads both formats: one random event stream written as the shim writes it (format 2)
@@ -367,7 +400,6 @@ TEST_CASE("wire: a format 1 capture and its format 2 twin replay to the same fig
 // (cross-thread batches are written in any order): its ends wait for the ALLOC, and the capture
 // has no problem. An end of a block that nothing allocated is one problem, counted once per block.
 TEST_CASE("replay: ends written before their ALLOC are no problem, ends of blocks never allocated are") {
-  namespace w = heapsnap::wire;
   REQUIRE(hs::heap::init());
   for (bool stray : {false, true}) {
     hs::wire::Buf out;
@@ -392,29 +424,9 @@ TEST_CASE("replay: ends written before their ALLOC are no problem, ends of block
     b->block_size(32);
     b->stack_id(1);
     b->serialize_to(out, 1);
-    std::string path = std::string(P_tmpdir) + "/heapsnap-test-" + std::to_string(getpid()) + "-early.hsnap";
-    {
-      heapsnap::capture::CaptureFileWriter fw(path, 2, 0);
-      add_context(fw, 1, 2);
-      for (const auto &rec : parse_all(out)) fw.add(rec);
-      w::Record end;
-      end.mutable_end()->set_reason("exit");
-      fw.add(end);
-      REQUIRE(fw.close());
-    }
-    std::string err;
-    heapsnap::replay::ReplayResult r = heapsnap::replay::replay_with_peak(path, &err);
-    unlink(path.c_str());
-    REQUIRE(err.empty());
+    heapsnap::replay::ReplayResult r = replay_events(out, "early");
     CHECK(r.by_stack[1].live_calls == 0);  // block 1: allocated, resized, freed
-    if (!stray) {
-      CHECK(r.unknown_frees == 0);
-      CHECK(r.problems.empty());
-    } else {
-      CHECK(r.unknown_frees == 1);
-      REQUIRE(r.problems.size() == 1);
-      CHECK(r.problems[0].what.rfind("1 blocks are freed or resized", 0) == 0);
-    }
+    check_unknown_frees(r, stray ? 1 : 0);
   }
 }
 
@@ -423,7 +435,6 @@ TEST_CASE("replay: ends written before their ALLOC are no problem, ends of block
 // its pool's index, and the capture has no problem. A POOL_FREE of an object never allocated is
 // one problem.
 TEST_CASE("replay: a pool object freed before its POOL_ALLOC was written is no problem") {
-  namespace w = heapsnap::wire;
   REQUIRE(hs::heap::init());
   for (bool stray : {false, true}) {
     hs::wire::Buf out;
@@ -450,33 +461,13 @@ TEST_CASE("replay: a pool object freed before its POOL_ALLOC was written is no p
     b->stack_id(2);
     b->pool_id(1);
     b->serialize_to(out, 1);
-    std::string path = std::string(P_tmpdir) + "/heapsnap-test-" + std::to_string(getpid()) + "-early-pool.hsnap";
-    {
-      heapsnap::capture::CaptureFileWriter fw(path, 2, 0);
-      add_context(fw, 1, 2);
-      for (const auto &rec : parse_all(out)) fw.add(rec);
-      w::Record end;
-      end.mutable_end()->set_reason("exit");
-      fw.add(end);
-      REQUIRE(fw.close());
-    }
-    std::string err;
-    heapsnap::replay::ReplayResult r = heapsnap::replay::replay_with_peak(path, &err);
-    unlink(path.c_str());
-    REQUIRE(err.empty());
+    heapsnap::replay::ReplayResult r = replay_events(out, "early-pool");
     CHECK(r.by_stack[1].alloc_calls == 1);
     CHECK(r.by_stack[1].live_calls == 0);  // object 1: allocated, then freed
     CHECK(r.by_stack[2].live_calls == 1);
     REQUIRE(r.live_pool_objects.size() == 1);  // object 2 only: object 1 left no place behind
     CHECK(r.live_pool_objects[0].second.id == 2);
-    if (!stray) {
-      CHECK(r.unknown_frees == 0);
-      CHECK(r.problems.empty());
-    } else {
-      CHECK(r.unknown_frees == 1);
-      REQUIRE(r.problems.size() == 1);
-      CHECK(r.problems[0].what.rfind("1 blocks are freed or resized", 0) == 0);
-    }
+    check_unknown_frees(r, stray ? 1 : 0);
   }
 }
 

@@ -48,10 +48,20 @@ class DecodedBatch {
     Append a{ev_.get(), 0};
     error_ = decode_batch(cols, cursors, a);
     n_ = a.n;
+    max_time_ = a.max_time;
+    max_stack_ = a.max_stack;
+    zero_id_ = a.zero_id;
     return true;
   }
 
   uint32_t tid() const { return tid_; }
+  // Facts about the whole batch, gathered here on the decoding thread so that the replay thread
+  // (the pipeline's slower half) checks them once per batch instead of once per event: the latest
+  // event time, the largest stack id an event names (pools are not stacks), and whether an event
+  // names block id 0.
+  uint64_t max_time() const { return max_time_; }
+  uint32_t max_stack() const { return max_stack_; }
+  bool zero_id() const { return zero_id_; }
   size_t size() const { return n_; }  // entries
   const DecodedEvent &operator[](size_t i) const { return ev_[i]; }
   const std::string &error() const { return error_; }
@@ -60,24 +70,45 @@ class DecodedBatch {
   struct Append {
     DecodedEvent *ev;
     size_t n;
+    uint64_t max_time = 0;
+    uint32_t max_stack = 0;
+    bool zero_id = false;
+    void seen(uint64_t t, uint64_t id) {
+      max_time = t > max_time ? t : max_time;
+      zero_id |= id == 0;
+    }
+    void seen(uint64_t t, uint64_t id, uint32_t stack) {
+      seen(t, id);
+      max_stack = stack > max_stack ? stack : max_stack;
+    }
     void alloc(uint64_t t, uint64_t id, uint64_t size, uint32_t stack) {
+      seen(t, id, stack);
       ev[n++] = {t, id, size, stack, wire::ALLOC, false};
     }
-    void free(uint64_t t, uint64_t id) { ev[n++] = {t, id, 0, 0, wire::FREE, false}; }
+    void free(uint64_t t, uint64_t id) {
+      seen(t, id);
+      ev[n++] = {t, id, 0, 0, wire::FREE, false};
+    }
     void realloc(uint64_t t, uint64_t id, uint64_t size, uint32_t stack, bool moved) {
+      seen(t, id, stack);
       ev[n++] = {t, id, size, stack, wire::REALLOC, moved};
     }
     void pool_alloc(uint64_t t, uint64_t id, uint64_t addr, uint64_t size, uint32_t stack, uint32_t pool) {
+      seen(t, id, stack);
       ev[n++] = {t, id, size, stack, wire::POOL_ALLOC, false};
       ev[n++] = {t, addr, 0, pool, wire::POOL_ALLOC, false};
     }
     void pool_free(uint64_t t, uint64_t id, uint32_t pool) {
+      seen(t, id);
       ev[n++] = {t, id, 0, pool, wire::POOL_FREE, false};
     }
   };
 
   std::unique_ptr<DecodedEvent[]> ev_;
   size_t cap_ = 0, n_ = 0;
+  uint64_t max_time_ = 0;
+  uint32_t max_stack_ = 0;
+  bool zero_id_ = false;
   uint32_t tid_ = 0;
   std::string error_;
 };

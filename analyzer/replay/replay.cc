@@ -320,41 +320,57 @@ class Replayer {
     return capture::decode_batch(cols, cursors_, v);
   }
 
+  // A batch whose events name only stacks defined before it and no block id 0 (the decoder
+  // says so: DecodedBatch::max_stack, zero_id) skips those checks event by event.
   template <bool kExact>
+  void apply_decoded(const capture::DecodedBatch &b) {
+    if (!b.zero_id() && b.max_stack() <= batch_nodes_) {
+      apply_decoded<kExact, false>(b);
+      if (b.size() && b.max_time() > batch_latest_) batch_latest_ = b.max_time();
+    } else {
+      apply_decoded<kExact, true>(b);
+    }
+  }
+  template <bool kExact, bool kChecked>
   void apply_decoded(const capture::DecodedBatch &b) {
     for (size_t i = 0, n = b.size(); i < n; ++i) {
       const capture::DecodedEvent &e = b[i];
       switch (e.kind) {
-        case wire::ALLOC: apply<kExact>(wire::ALLOC, e.time_ns, e.id, 0, e.size, e.stack, 0, false); break;
-        case wire::FREE: apply<kExact>(wire::FREE, e.time_ns, e.id, 0, 0, 0, 0, false); break;
-        case wire::REALLOC: apply<kExact>(wire::REALLOC, e.time_ns, e.id, 0, e.size, e.stack, 0, e.moved); break;
+        case wire::ALLOC: apply<kExact, kChecked>(wire::ALLOC, e.time_ns, e.id, 0, e.size, e.stack, 0, false); break;
+        case wire::FREE: apply<kExact, kChecked>(wire::FREE, e.time_ns, e.id, 0, 0, 0, 0, false); break;
+        case wire::REALLOC:
+          apply<kExact, kChecked>(wire::REALLOC, e.time_ns, e.id, 0, e.size, e.stack, 0, e.moved);
+          break;
         case wire::POOL_ALLOC: {  // its place in the next entry (see DecodedEvent)
           const capture::DecodedEvent &place = b[++i];
-          apply<kExact>(wire::POOL_ALLOC, e.time_ns, e.id, place.id, e.size, e.stack, place.stack, false);
+          apply<kExact, kChecked>(wire::POOL_ALLOC, e.time_ns, e.id, place.id, e.size, e.stack, place.stack, false);
           break;
         }
-        default: apply<kExact>(wire::POOL_FREE, e.time_ns, e.id, 0, 0, 0, e.stack, false); break;
+        default: apply<kExact, kChecked>(wire::POOL_FREE, e.time_ns, e.id, 0, 0, 0, e.stack, false); break;
       }
     }
   }
 
   // One event. kExact: every allocation recorded (weight 1; the products by it are skipped,
-  // which leaves every figure bit for bit the same).
-  template <bool kExact>
+  // which leaves every figure bit for bit the same). !kChecked: the caller has made sure of what
+  // the checks below look at (the batch's latest time is taken once, after it).
+  template <bool kExact, bool kChecked = true>
   HS_HOT void apply(wire::EventKind kind, uint64_t time, uint64_t id, uint64_t addr, uint64_t size,
                     uint32_t stack, uint32_t pool, bool moved) {
-    if (time > batch_latest_) batch_latest_ = time;
-    // Ids come from the file. A stack the tree does not hold must not size by_stack (fig() would
-    // resize it to the id: up to 2^32 entries); id 0 is the live table's empty-slot key.
-    bool uses_stack = kind == wire::ALLOC || kind == wire::POOL_ALLOC || kind == wire::REALLOC;
-    if (uses_stack && __builtin_expect(stack > batch_nodes_, 0)) {
-      if (!bad_stack_events_++) bad_stack_offset_ = batch_offset_;
-      stack = 0;
-    }
-    if (__builtin_expect(id == 0, 0)) {
-      if (!bad_id_events_++) bad_id_offset_ = batch_offset_;
-      after_event(time, false);
-      return;
+    if constexpr (kChecked) {
+      if (time > batch_latest_) batch_latest_ = time;
+      // Ids come from the file. A stack the tree does not hold must not size by_stack (fig()
+      // would resize it to the id: up to 2^32 entries); id 0 is the live table's empty-slot key.
+      bool uses_stack = kind == wire::ALLOC || kind == wire::POOL_ALLOC || kind == wire::REALLOC;
+      if (uses_stack && __builtin_expect(stack > batch_nodes_, 0)) {
+        if (!bad_stack_events_++) bad_stack_offset_ = batch_offset_;
+        stack = 0;
+      }
+      if (__builtin_expect(id == 0, 0)) {
+        if (!bad_id_events_++) bad_id_offset_ = batch_offset_;
+        after_event(time, false);
+        return;
+      }
     }
     switch (kind) {
       case wire::ALLOC:

@@ -256,6 +256,21 @@ struct RandomStream {
     batch->pool_id(1);
     pool_live.erase(pool_live.begin() + long(k));
   }
+  // An event the replay must catch: an ALLOC naming a stack no Stack record defined, or a FREE
+  // naming block id 0.
+  void bad() {
+    if (rng() % 2) {
+      uint32_t stack = stacks + 1 + uint32_t(rng() % 5);
+      batch->begin(hs::alloc_kind(0), t);
+      batch->new_id(next_id);
+      batch->block_size(1 + rng() % 100);
+      batch->stack_id(stack);
+      live.push_back({next_id++, stack});
+    } else {
+      batch->begin(hs::kFree, t);
+      batch->freed_block(0, any_stack());
+    }
+  }
   // After each event: a full batch goes out.
   void next() {
     if (batch->full()) batch->serialize_to(out, 9);
@@ -484,7 +499,10 @@ TEST_CASE("wire: batches decoded ahead on the read-ahead thread replay to the sa
   for (int i = 0; i < 60000; ++i) {
     rs.t += rs.rng() % 3000;
     int what = int(rs.rng() % 20);
-    if (what < 8 || rs.live.empty()) rs.alloc(70000);
+    // A few batches with events the replay must check (the decoded path checks the others'
+    // events once per batch: DecodedBatch::max_stack, zero_id).
+    if (i % 9973 == 500) rs.bad();
+    else if (what < 8 || rs.live.empty()) rs.alloc(70000);
     else if (what < 14) rs.free();
     else if (what < 17) rs.realloc();
     else if (what < 19 || rs.pool_live.empty()) rs.pool_alloc();
@@ -572,6 +590,15 @@ TEST_CASE("wire: batches decoded ahead on the read-ahead thread replay to the sa
         CHECK(r[0].events >= (cut ? 40000u : 80000u));
         CHECK(r[1].events == r[0].events);
         CHECK(r[1].problems.size() == r[0].problems.size());
+        for (size_t i = 0; i < r[0].problems.size() && i < r[1].problems.size(); ++i) {
+          CHECK(r[1].problems[i].what == r[0].problems[i].what);
+          CHECK(r[1].problems[i].offset == r[0].problems[i].offset);
+        }
+        // Both kinds of bad event were seen (this stream has some of each before any cut).
+        CHECK(std::count_if(r[0].problems.begin(), r[0].problems.end(), [](const auto &p) {
+                return p.what.find("name a stack no Stack record") != std::string::npos ||
+                       p.what.find("name block id 0") != std::string::npos;
+              }) == 2);
         CHECK(r[1].truncated == r[0].truncated);
         CHECK(r[1].unknown_frees == r[0].unknown_frees);
         CHECK(r[1].sampled_peak_bytes == r[0].sampled_peak_bytes);

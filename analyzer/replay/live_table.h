@@ -69,6 +69,21 @@ class LiveTable {
 
   size_t size() const { return live_; }
 
+  // Gives the pages' memory back and empties the table. For the end of a replay, whose result
+  // arrays take memory next: pages released to the free list stay mapped (and resident) until
+  // then.
+  void release_memory() {
+    for (void *c : chunks_) util::huge_unmap(c, kChunkBytes);
+    chunks_ = {};
+    chunk_used_ = 0;
+    free_ = last_ = nullptr;
+    for (Page *&p : recent_) p = nullptr;
+    dir_ = {};
+    overflow_ = {};
+    evicted_ = {};
+    pages_ = live_ = 0;
+  }
+
   // Bytes held: pages (live and recycled), the page directory and the overflow table.
   size_t memory_bytes() const {
     return chunks_.size() * kChunkBytes + chunks_.capacity() * sizeof(void *) + dir_.memory_bytes() +

@@ -64,10 +64,39 @@ void ModuleFile::load_dwarf() {
   dwarf_loaded_ = true;
   Dwarf* dw = dwfl_module_getdwarf(mod_, &dwarf_bias_);
   if (dw == nullptr) return;
-  dwarf_ = std::make_unique<DwarfIndex>(dw, demangle_);
   // On the thread that owns this module (the prefetch worker or, after it, the caller's): no
   // other thread reads the Elf libdw inflated while it is copied.
-  debug_cache::store(locator_->cache_dir(), mod_, dw, build_id_);
+  if (debug_cache::store(locator_->cache_dir(), mod_, dw, build_id_)) dw = reopen_from_cache(dw);
+  dwarf_ = std::make_unique<DwarfIndex>(dw, demangle_);
+}
+
+// After the inflated copy of the module's debug file went into the cache: a new session whose
+// DWARF comes from that copy, mapped, so that only the pages lookups touch are resident. libdw
+// holds the sections it inflated in memory for the session's life (10 MB for libc's), which
+// the first query after a debug package changed carried through its whole replay. Keeps the
+// current session (returns dw) if the new one cannot be had.
+Dwarf* ModuleFile::reopen_from_cache(Dwarf* dw) {
+  Dwfl* old = dwfl_;
+  Dwfl_Module* old_mod = mod_;
+  GElf_Addr old_bias = dwarf_bias_;
+  std::string old_id = build_id_, old_error = error_;
+  dwfl_ = nullptr;
+  mod_ = nullptr;
+  state_ = State::unopened;
+  Dwarf* again = open() && build_id_ == old_id ? dwfl_module_getdwarf(mod_, &dwarf_bias_) : nullptr;
+  if (again != nullptr) {
+    dwfl_end(old);
+    return again;
+  }
+  if (dwfl_ != nullptr) dwfl_end(dwfl_);
+  dwfl_ = old;
+  mod_ = old_mod;
+  dwarf_bias_ = old_bias;
+  build_id_ = old_id;
+  error_ = old_error;
+  state_ = State::ok;
+  DebugFileLocator::attach(mod_, &locator_ctx_);
+  return dw;
 }
 
 void ModuleFile::preload(const std::string& expected_build_id) {

@@ -41,6 +41,7 @@ class ModuleFile {
 
  private:
   void load_dwarf();
+  Dwarf* reopen_from_cache(Dwarf* dw);
 
   std::string path_;
   const DebugFileLocator* locator_;

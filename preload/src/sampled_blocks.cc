@@ -1,12 +1,9 @@
 #include "sampled_blocks.h"
 
-#include <sys/mman.h>
-
 #include <atomic>
 
 #include "common.h"
 #include "private_heap.h"
-#include "shadow_map.h"
 #include "thread_state.h"
 
 namespace hs::sampled_blocks {

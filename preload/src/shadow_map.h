@@ -16,6 +16,8 @@
 // Layout: two levels, top[addr >> 30] -> leaf of 2^26 bytes (one per 1 GiB of address space),
 // leaves mmapped with MAP_NORESERVE on first use, so only touched pages cost memory.
 #pragma once
+#include <sys/mman.h>
+
 #include <atomic>
 #include <cstdint>
 #include <cstring>
@@ -33,6 +35,22 @@ constexpr uint8_t kSampledBit = 0x80;
 constexpr uint8_t kLargeSlack = 127;
 
 extern std::atomic<uint8_t *> top[kTopEntries];
+
+// A leaf of `bytes` mapped on first use (MAP_NORESERVE) and published in `slot`: threads that
+// race each map one, one wins, the others unmap theirs. The winner's leaf, or nullptr if the
+// mapping failed. (The byte shadow's leaves and WordMap's, word_map.h.)
+template <typename T>
+T *map_leaf(std::atomic<T *> &slot, size_t bytes) {
+  void *m = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  if (m == MAP_FAILED) return nullptr;
+  T *leaf = static_cast<T *>(m);
+  T *expected = nullptr;
+  if (!slot.compare_exchange_strong(expected, leaf, std::memory_order_acq_rel)) {
+    munmap(m, bytes);  // another thread won the race
+    return expected;
+  }
+  return leaf;
+}
 
 uint8_t *create_leaf(size_t index);  // slow path; nullptr if the mapping failed
 

@@ -4,17 +4,7 @@
 
 namespace hs {
 
-uint64_t *WordMap::create_leaf(size_t t) {
-  void *m = mmap(nullptr, leaf_bytes(), PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-  if (m == MAP_FAILED) return nullptr;
-  auto *l = static_cast<uint64_t *>(m);
-  uint64_t *expected = nullptr;
-  if (!top_[t].compare_exchange_strong(expected, l, std::memory_order_acq_rel)) {
-    munmap(m, leaf_bytes());  // another thread won the race
-    return expected;
-  }
-  return l;
-}
+uint64_t *WordMap::create_leaf(size_t t) { return shadow::map_leaf(top_[t], leaf_bytes()); }
 
 void WordMap::clear() {
   for (auto &t : top_)

@@ -26,7 +26,6 @@ class WordMap {
  public:
   // Before the first word is made: the leaves' size follows from it.
   void set_unit_shift(unsigned shift) { shift_ = shift; }
-  unsigned unit_shift() const { return shift_; }
   size_t leaf_bytes() const { return (size_t(1) << (shadow::kRegionShift - shift_)) * 8; }
 
   // The leaf of region t, or nullptr.

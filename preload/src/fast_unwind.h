@@ -48,7 +48,7 @@ uintptr_t declined_pc(const Cache *cache);
 
 void release(Cache *cache);
 void code_changed();
-// Dense sampling (every allocation, or close) remembers several walks per thread, sparse one.
+// Dense sampling (every allocation, or close) remembers more walks per thread than sparse.
 void set_sampling(uint64_t mean_bytes);
 
 }  // namespace hs::fast_unwind

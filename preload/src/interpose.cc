@@ -292,8 +292,12 @@ HS_EXPORT void *calloc(size_t n, size_t m) {
 // likewise and not sampled either. Anything else: do_realloc (before the real call) or
 // realloc_after (after it), which check everything again.
 HS_EXPORT void *realloc(void *old, size_t n) {
+  // realloc(NULL, n) is malloc(n) (glibc's own realloc calls it): the malloc fast path. Programs
+  // that grow buffers from nothing call it often (python, PyMem_Realloc: 0.5% of its run went to
+  // the general path).
+  if (!old) return finish_alloc(real::fn.malloc(n), n, kReallocFn, RA());
   ThreadLocal &t = t_local;
-  if (HS_LIKELY(old && n && g_fast_path.load(std::memory_order_relaxed) && !t.guard)) {
+  if (HS_LIKELY(n && g_fast_path.load(std::memory_order_relaxed) && !t.guard)) {
     uint8_t *s = shadow::find(old);
     if (HS_LIKELY(s)) {
       uint8_t v = shadow::get(s);

@@ -5,7 +5,8 @@
 //
 // Two layers:
 // - Sparse sampling (the default): striped open-addressing tables (linear probing,
-//   backward-shift deletion), a free from another thread contending only on one of 64 stripes.
+//   backward-shift deletion), 64 stripes chosen by the block's 2 MiB address region, so that a
+//   thread mostly meets the stripes of its own allocator regions (sampled_blocks.cc).
 //   Keys are stored disguised (see common.h). A few dozen bytes per sampled block.
 // - Dense sampling (--sample-bytes up to kDenseSampleBytes, every allocation at 1): a
 //   direct-mapped word per unit of address space, where the block starts (a WordMap,

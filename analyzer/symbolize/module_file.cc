@@ -23,40 +23,49 @@ ModuleFile::~ModuleFile() {
 bool ModuleFile::open() {
   if (state_ != State::unopened) return state_ == State::ok;
   state_ = State::failed;
+  if (!new_session(&dwfl_, &mod_, &build_id_, &error_)) return false;
+  state_ = State::ok;
+  return true;
+}
+
+bool ModuleFile::new_session(Dwfl** dwfl, Dwfl_Module** mod, std::string* build_id, std::string* error) {
   if (path_.empty()) {
-    error_ = "no file name";
+    *error = "no file name";
     return false;
   }
   int fd = ::open(path_.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) {
-    error_ = std::strerror(errno);
+    *error = std::strerror(errno);
     return false;
   }
-  dwfl_ = dwfl_begin(locator_->callbacks());
-  if (dwfl_ == nullptr) {
+  Dwfl* d = dwfl_begin(locator_->callbacks());
+  if (d == nullptr) {
     ::close(fd);
-    error_ = dwfl_errmsg(-1);
+    *error = dwfl_errmsg(-1);
     return false;
   }
   // Report at bias 0 (ET_DYN: add_p_vaddr with base 0): module addresses are file addresses, so
   // one session serves every load address of this file.
-  dwfl_report_begin(dwfl_);
+  dwfl_report_begin(d);
   auto slash = path_.rfind('/');
   std::string name = slash == std::string::npos ? path_ : path_.substr(slash + 1);
-  mod_ = dwfl_report_elf(dwfl_, name.c_str(), path_.c_str(), fd, 0, true);
-  if (mod_ == nullptr) {
+  Dwfl_Module* m = dwfl_report_elf(d, name.c_str(), path_.c_str(), fd, 0, true);
+  if (m == nullptr) {
     ::close(fd);  // only consumed on success
-    error_ = dwfl_errmsg(-1);
-    dwfl_report_end(dwfl_, nullptr, nullptr);
+    *error = dwfl_errmsg(-1);
+    dwfl_report_end(d, nullptr, nullptr);
+    dwfl_end(d);
     return false;
   }
-  dwfl_report_end(dwfl_, nullptr, nullptr);
-  DebugFileLocator::attach(mod_, &locator_ctx_);
+  dwfl_report_end(d, nullptr, nullptr);
+  DebugFileLocator::attach(m, &locator_ctx_);
   const unsigned char* bits = nullptr;
   GElf_Addr vaddr = 0;
-  int n = dwfl_module_build_id(mod_, &bits, &vaddr);
-  if (n > 0) build_id_.assign(reinterpret_cast<const char*>(bits), static_cast<size_t>(n));
-  state_ = State::ok;
+  int n = dwfl_module_build_id(m, &bits, &vaddr);
+  build_id->clear();
+  if (n > 0) build_id->assign(reinterpret_cast<const char*>(bits), static_cast<size_t>(n));
+  *dwfl = d;
+  *mod = m;
   return true;
 }
 
@@ -76,27 +85,22 @@ void ModuleFile::load_dwarf() {
 // the first query after a debug package changed carried through its whole replay. Keeps the
 // current session (returns dw) if the new one cannot be had.
 Dwarf* ModuleFile::reopen_from_cache(Dwarf* dw) {
-  Dwfl* old = dwfl_;
-  Dwfl_Module* old_mod = mod_;
-  GElf_Addr old_bias = dwarf_bias_;
-  std::string old_id = build_id_, old_error = error_;
-  dwfl_ = nullptr;
-  mod_ = nullptr;
-  state_ = State::unopened;
-  Dwarf* again = open() && build_id_ == old_id ? dwfl_module_getdwarf(mod_, &dwarf_bias_) : nullptr;
-  if (again != nullptr) {
-    dwfl_end(old);
-    return again;
+  Dwfl* dwfl = nullptr;
+  Dwfl_Module* mod = nullptr;
+  std::string id, error;
+  if (!new_session(&dwfl, &mod, &id, &error)) return dw;
+  Dwarf_Addr bias = 0;
+  Dwarf* again = id == build_id_ ? dwfl_module_getdwarf(mod, &bias) : nullptr;
+  if (again == nullptr) {
+    dwfl_end(dwfl);
+    DebugFileLocator::attach(mod_, &locator_ctx_);  // the new session pointed the context at its file
+    return dw;
   }
-  if (dwfl_ != nullptr) dwfl_end(dwfl_);
-  dwfl_ = old;
-  mod_ = old_mod;
-  dwarf_bias_ = old_bias;
-  build_id_ = old_id;
-  error_ = old_error;
-  state_ = State::ok;
-  DebugFileLocator::attach(mod_, &locator_ctx_);
-  return dw;
+  dwfl_end(dwfl_);
+  dwfl_ = dwfl;
+  mod_ = mod;
+  dwarf_bias_ = bias;
+  return again;
 }
 
 void ModuleFile::preload(const std::string& expected_build_id) {

@@ -41,6 +41,9 @@ class ModuleFile {
 
  private:
   void load_dwarf();
+  // A libdwfl session of path_ (the module at bias 0, the locator attached) and its build id;
+  // false and *error if the file cannot be read as ELF. open()'s, and reopen_from_cache's.
+  bool new_session(Dwfl** dwfl, Dwfl_Module** mod, std::string* build_id, std::string* error);
   Dwarf* reopen_from_cache(Dwarf* dw);
 
   std::string path_;

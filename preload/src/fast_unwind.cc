@@ -42,12 +42,9 @@ std::atomic<uint32_t> g_code_gen{1};
 extern "C" char __ehdr_start[] __attribute__((visibility("hidden")));
 extern "C" char __etext[] __attribute__((visibility("hidden")));
 
-// A frame of the tracer itself (the walk's caller, the recording function, the allocation entry
-// point): no join is looked for there. Every walk starts with two or three of them, and a stack
-// that is not a remembered one whole (tried first) almost never joins one at them: either their
-// stack pointers differ (the program called from another depth) or the join's check fails at the
-// program's frame just above. Stepping on to that frame and joining there gives the same walk.
-// (python, every allocation: the merge below ran for 5.7 frames a walk, 3 of them the tracer's.)
+// A frame of the tracer itself (the walk, the recording function, the allocation entry point).
+// Walks start at the program's frame: the tracer's own frames are crossed by an OwnPath (below),
+// never stepped into a remembered walk or looked up in the join index.
 HS_INLINE bool own_frame(uintptr_t ip) {
   return ip - reinterpret_cast<uintptr_t>(__ehdr_start) <
          uintptr_t(reinterpret_cast<uintptr_t>(__etext) - reinterpret_cast<uintptr_t>(__ehdr_start));
@@ -100,6 +97,26 @@ struct RuleSlot {
 };
 constexpr uint8_t kRuleMissing = 0x80;
 
+// The tracer's own frames between the walk and the program's frame, as one walk stepped them:
+// their rules, and where each frame's CFA was relative to the walk's stack pointer. Every walk
+// began by stepping them (python, every allocation: 3 of the 3.4 frames a walk stepped, a sixth
+// of the walker's instructions), yet they are a handful of fixed paths through the tracer's
+// code: the walk's frame, the recording function's, an entry point's. Crossing a remembered path
+// is the same stepping without the rule lookups: each return address read must be the one the
+// path read (it names the next frame's code, hence its rule), and a frame whose CFA comes from
+// rbp must find rbp where the path did.
+constexpr int kOwnMax = unwind::kOwnFrames;
+constexpr int32_t kNone = INT32_MIN;
+struct OwnPath {
+  int n;                     // own frames (0: empty)
+  uintptr_t ip;              // the walk's own frame
+  int32_t cfa[kOwnMax];      // each frame's CFA, from the walk's sp
+  int32_t cfa_from_bp[kOwnMax];  // kNone, or the rule's offset from rbp (the CFA must agree)
+  int32_t bp_at[kOwnMax];    // kNone, or where the frame saved its caller's rbp, from the walk's sp
+  uintptr_t ra[kOwnMax];     // the return address at each CFA - 8 (the last, the program's, is not kept)
+};
+constexpr int kOwnPaths = 4;  // malloc's, free's, realloc's, operator new's (replaced in turn)
+
 }  // namespace
 
 // One remembered walk, outermost frame last, in [start, kFrames): its return addresses are the
@@ -132,6 +149,8 @@ struct Cache {
   // Where a frame state (sp, ip) was last stepped: 1 + walk << kJoinFrameBits | frame, 0 if none.
   // See index_frames.
   uint16_t join_index[kJoinSlots];
+  OwnPath own[kOwnPaths];
+  uint32_t own_next;  // the path to replace next
 };
 
 namespace {
@@ -146,6 +165,75 @@ HS_INLINE bool rule_of(Cache *c, uintptr_t ip, frame_rules::Rule *out) {
   }
   *out = s.rule;
   return !(s.rule.flags & kRuleMissing);
+}
+
+// Crosses the tracer's own frames from the walk's (r) to the program's: *ip, *sp, *bp are its
+// state, as stepping leaves it. 0, or why the walk is left to libunwind. A remembered path costs
+// a load and a compare or two per own frame; else the frames are stepped and the path remembered.
+// (A path holds for any call site of the program: its last return address is not compared.)
+__attribute__((no_sanitize("address", "undefined"))) int cross_own_frames(Cache *c, const Regs &r, uint64_t lo,
+                                                                        uint64_t hi, uintptr_t *ip, uintptr_t *sp,
+                                                                        uintptr_t *bp) {
+  for (int i = 0; i < kOwnPaths; ++i) {
+    const OwnPath &p = c->own[i];
+    // (Every word a path reads lies between the walk's sp and its last CFA: see below.)
+    if (p.n == 0 || p.ip != r.ip || !in_stack(r.sp + uintptr_t(intptr_t(p.cfa[p.n - 1])) - 8, lo, hi)) continue;
+    uintptr_t fbp = r.bp;
+    int j = 0;
+    uintptr_t cfa = 0, ra = 0;
+    for (; j < p.n; ++j) {
+      cfa = r.sp + uintptr_t(intptr_t(p.cfa[j]));
+      if (p.cfa_from_bp[j] != kNone && fbp + uintptr_t(intptr_t(p.cfa_from_bp[j])) != cfa) break;
+      ra = *reinterpret_cast<const uintptr_t *>(cfa - 8);
+      // The last is the program's call site, whatever it is (not the tracer's: a longer path).
+      if (j + 1 < p.n ? ra != p.ra[j] : ra == 0 || own_frame(ra)) break;
+      if (p.bp_at[j] != kNone) fbp = *reinterpret_cast<const uintptr_t *>(r.sp + uintptr_t(intptr_t(p.bp_at[j])));
+    }
+    if (j < p.n) continue;
+    *ip = ra;
+    *sp = cfa;
+    *bp = fbp;
+    return 0;
+  }
+  OwnPath p;
+  p.ip = r.ip;
+  uintptr_t fip = r.ip, fsp = r.sp, fbp = r.bp;
+  for (int j = 0;; ++j) {
+    if (j == kOwnMax) return kTooDeep;
+    frame_rules::Rule rule;
+    if (!rule_of(c, fip, &rule)) {
+      c->declined_pc = fip;
+      return kNoRule;
+    }
+    if (rule.flags & frame_rules::kOutermost) return kNoRule;  // (never in the tracer's code)
+    bool from_bp = rule.base == frame_rules::kCfaFromBp;
+    uintptr_t cfa = (from_bp ? fbp : fsp) + intptr_t(rule.cfa_offset);
+    // (The distance bound keeps offsets in 32 bits; own frames are a few KiB.)
+    if (cfa <= fsp || !in_stack(cfa - 8, lo, hi) || cfa - r.sp > (uintptr_t(1) << 20)) return kOutOfStack;
+    uintptr_t ra = *reinterpret_cast<const uintptr_t *>(cfa - 8);
+    if (ra == 0) return kOutOfStack;  // (the tracer's frames always have a caller)
+    p.bp_at[j] = kNone;
+    if (rule.flags & frame_rules::kBpSaved) {
+      uintptr_t at = cfa + intptr_t(rule.bp_offset);
+      if (at < fsp || at + 8 > cfa) return kOutOfStack;  // (inside the frame: a rule that does not is not taken)
+      fbp = *reinterpret_cast<const uintptr_t *>(at);
+      p.bp_at[j] = int32_t(at - r.sp);
+    }
+    p.cfa[j] = int32_t(cfa - r.sp);
+    p.cfa_from_bp[j] = from_bp ? rule.cfa_offset : kNone;
+    p.ra[j] = ra;
+    fip = ra;
+    fsp = cfa;
+    if (!own_frame(ra)) {
+      p.n = j + 1;
+      break;
+    }
+  }
+  c->own[c->own_next++ % kOwnPaths] = p;
+  *ip = fip;
+  *sp = fsp;
+  *bp = fbp;
+  return 0;
 }
 
 // Whether the remembered walk w still holds from its frame k outwards: every word it read from
@@ -312,14 +400,16 @@ __attribute__((no_sanitize("address", "undefined"))) HS_NOINLINE int walk(Cache 
       set_start(c, i, kFrames);
       c->last_use[i] = 0;
     }
+    memset(c->own, 0, sizeof(c->own));  // (their rules may have been wrong: as the others)
     c->gen = gen;
   }
   ++c->clock;
 
+  uintptr_t ip, sp, bp;
+  if (int declined = cross_own_frames(c, r, lo, hi, &ip, &sp, &bp)) return declined;
   uintptr_t *fip = c->fip, *fsp = c->fsp, *fbp = c->fbp;
   Meta *fmeta = c->fmeta;
   int n = 0;
-  uintptr_t ip = r.ip, sp = r.sp, bp = r.bp;
   // Most stacks are one of the remembered walks whole (sqlite3: 98.5% of them): the first frame
   // against every walk's first.
   for (int i = 0; i < c->walks; ++i) {
@@ -332,14 +422,14 @@ __attribute__((no_sanitize("address", "undefined"))) HS_NOINLINE int walk(Cache 
     *id = &w.stack_id;
     return kFrames - k;
   }
-  // Else a join further out: at each frame of the program (none is looked for at the tracer's
-  // own), the remembered frame in the same state, if any, and whether its walk holds from there.
-  // A check that failed at frame m of a walk rules out every join with it up to m.
+  // Else a join further out: at each frame, the remembered frame in the same state, if any, and
+  // whether its walk holds from there. A check that failed at frame m of a walk rules out every
+  // join with it up to m.
   int first_join[kWalksDense] = {};
   uint8_t end;
   uintptr_t end_cfa = 0;
   for (;;) {
-    if (uint32_t e = own_frame(ip) ? 0 : c->join_index[join_slot(sp, ip)]) {
+    if (uint32_t e = c->join_index[join_slot(sp, ip)]) {
       int i = int(e - 1) >> kJoinFrameBits, k = int(e - 1) & ((1 << kJoinFrameBits) - 1);
       if (joins(c, i, k, n, first_join, sp, ip, bp)) return join(c, i, k, n, out, id);
     }

@@ -34,7 +34,8 @@ enum Declined : int {
   kNoMemory = -5,    // the private heap could not hold the cache
 };
 
-// Walks the calling thread's stack, leaf first, starting with this function's own frame.
+// Walks the calling thread's stack, leaf first, starting with the first frame outside the shim
+// (the program's call of the allocation function).
 // Returns the number of frames (*out points at their return addresses, inside *cache, valid
 // until the next walk), or a Declined reason (negative): libunwind must do it. Allocates *cache
 // on first use. *id (untouched by a declined walk) points at the stack id remembered with the

@@ -72,7 +72,9 @@ bool g_dense = false;
 
 // A frame's rule as the walk used it, and whether the frames from it outwards need its rbp
 // (to compute a CFA before some frame restores rbp from the stack).
-enum : uint8_t { kBpSaved = frame_rules::kBpSaved, kBpNeeded = 0x40 };
+// kCheckBp: the frame saved rbp and the frame above needs it (kept by mark_bp_needed, so that
+// first_change tests one flag a frame).
+enum : uint8_t { kBpSaved = frame_rules::kBpSaved, kCheckBp = 0x20, kBpNeeded = 0x40 };
 struct Meta {
   int16_t bp_offset;
   uint8_t flags;
@@ -245,9 +247,9 @@ __attribute__((no_sanitize("address", "undefined"))) int first_change(const Walk
   for (int m = k; m + 1 < kFrames; ++m) {
     uintptr_t cfa = w.sp[m + 1];
     if (*reinterpret_cast<const uintptr_t *>(cfa - 8) != w.ip[m + 1]) return m;
-    // The rbp it restored matters only if a frame above computes its CFA from it (kBpNeeded):
+    // The rbp it restored matters only if a frame above computes its CFA from it (kCheckBp):
     // elsewhere rbp is an ordinary register holding the program's data, different every call.
-    if ((w.meta[m].flags & kBpSaved) && (w.meta[m + 1].flags & kBpNeeded)) {
+    if (HS_UNLIKELY(w.meta[m].flags & kCheckBp)) {
       uintptr_t at = cfa + intptr_t(w.meta[m].bp_offset);
       if (*reinterpret_cast<const uintptr_t *>(at) != w.bp[m + 1]) return m;
     }
@@ -256,14 +258,16 @@ __attribute__((no_sanitize("address", "undefined"))) int first_change(const Walk
   return -1;
 }
 
-// kBpNeeded of frames [from, to) of w, given that of frame `to` (need_above): a frame needs rbp
-// if its CFA comes from it, or if it passes rbp on unchanged to a frame that needs it.
+// kBpNeeded and kCheckBp of frames [from, to) of w, given kBpNeeded of frame `to` (need_above): a
+// frame needs rbp if its CFA comes from it, or if it passes rbp on unchanged to a frame that needs
+// it.
 void mark_bp_needed(Walk &w, int from, int to, bool need_above) {
   bool need = need_above;
   for (int i = to - 1; i >= from; --i) {
     Meta &m = w.meta[i];
+    bool check = (m.flags & kBpSaved) && need;  // (need: the frame above's)
     need = (m.flags & kBpNeeded) || (!(m.flags & kBpSaved) && need);
-    m.flags = uint8_t((m.flags & ~kBpNeeded) | (need ? kBpNeeded : 0));
+    m.flags = uint8_t((m.flags & kBpSaved) | (need ? kBpNeeded : 0) | (check ? kCheckBp : 0));
   }
 }
 

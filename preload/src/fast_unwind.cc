@@ -79,6 +79,13 @@ struct Meta {
   int16_t bp_offset;
   uint8_t flags;
 };
+// A frame's state apart from its return address (the walks' return addresses are an array of
+// their own, handed out as the result): together, so that a join copies two arrays, not four,
+// and a check finds a frame's words on one line.
+struct Frame {
+  uintptr_t sp, bp;
+  Meta meta;
+};
 
 enum End : uint8_t { kEndOutermost, kEndZeroReturn };
 
@@ -128,8 +135,8 @@ struct Walk {
   uint32_t stack_id;  // the interned id of its stack (0: not known)
   uint8_t end;        // End
   uintptr_t end_cfa;  // kEndZeroReturn: where the walk read the 0
-  uintptr_t ip[kFrames], sp[kFrames], bp[kFrames];
-  Meta meta[kFrames];
+  uintptr_t ip[kFrames];
+  Frame f[kFrames];
 };
 
 struct Cache {
@@ -143,8 +150,8 @@ struct Cache {
   uintptr_t declined_pc;  // the frame of the last kNoRule
   // The frames of the walk in progress until it joins a remembered one (here, not on the
   // program's stack: the walk runs inside its malloc, maybe on a small thread stack).
-  uintptr_t fip[kFrames], fsp[kFrames], fbp[kFrames];
-  Meta fmeta[kFrames];
+  uintptr_t fip[kFrames];
+  Frame ff[kFrames];
   Walk *walk;        // [walks], just after the Cache
   RuleSlot *rules;   // [rule_mask + 1], after the walks
   uint32_t rule_mask;
@@ -245,13 +252,13 @@ __attribute__((no_sanitize("address", "undefined"))) int cross_own_frames(Cache 
 // to a return-address slot.
 __attribute__((no_sanitize("address", "undefined"))) int first_change(const Walk &w, int k) {
   for (int m = k; m + 1 < kFrames; ++m) {
-    uintptr_t cfa = w.sp[m + 1];
+    uintptr_t cfa = w.f[m + 1].sp;
     if (*reinterpret_cast<const uintptr_t *>(cfa - 8) != w.ip[m + 1]) return m;
     // The rbp it restored matters only if a frame above computes its CFA from it (kCheckBp):
     // elsewhere rbp is an ordinary register holding the program's data, different every call.
-    if (HS_UNLIKELY(w.meta[m].flags & kCheckBp)) {
-      uintptr_t at = cfa + intptr_t(w.meta[m].bp_offset);
-      if (*reinterpret_cast<const uintptr_t *>(at) != w.bp[m + 1]) return m;
+    if (HS_UNLIKELY(w.f[m].meta.flags & kCheckBp)) {
+      uintptr_t at = cfa + intptr_t(w.f[m].meta.bp_offset);
+      if (*reinterpret_cast<const uintptr_t *>(at) != w.f[m + 1].bp) return m;
     }
   }
   if (w.end == kEndZeroReturn && *reinterpret_cast<const uintptr_t *>(w.end_cfa - 8) != 0) return kFrames - 1;
@@ -264,7 +271,7 @@ __attribute__((no_sanitize("address", "undefined"))) int first_change(const Walk
 void mark_bp_needed(Walk &w, int from, int to, bool need_above) {
   bool need = need_above;
   for (int i = to - 1; i >= from; --i) {
-    Meta &m = w.meta[i];
+    Meta &m = w.f[i].meta;
     bool check = (m.flags & kBpSaved) && need;  // (need: the frame above's)
     need = (m.flags & kBpNeeded) || (!(m.flags & kBpSaved) && need);
     m.flags = uint8_t((m.flags & kBpSaved) | (need ? kBpNeeded : 0) | (check ? kCheckBp : 0));
@@ -273,16 +280,13 @@ void mark_bp_needed(Walk &w, int from, int to, bool need_above) {
 
 // Frame state at k agrees on rbp with the remembered walk's, where rbp matters.
 HS_INLINE bool bp_agrees(const Walk &w, int k, uintptr_t bp) {
-  return w.bp[k] == bp || !(w.meta[k].flags & kBpNeeded);
+  return w.f[k].bp == bp || !(w.f[k].meta.flags & kBpNeeded);
 }
 
-// n frames (state and meta) into w at [at, at + n).
-void copy_frames(Walk &w, int at, const uintptr_t *ip, const uintptr_t *sp, const uintptr_t *bp,
-                 const Meta *meta, int n) {
+// n frames into w at [at, at + n).
+void copy_frames(Walk &w, int at, const uintptr_t *ip, const Frame *f, int n) {
   memcpy(&w.ip[at], ip, size_t(n) * sizeof(uintptr_t));
-  memcpy(&w.sp[at], sp, size_t(n) * sizeof(uintptr_t));
-  memcpy(&w.bp[at], bp, size_t(n) * sizeof(uintptr_t));
-  memcpy(&w.meta[at], meta, size_t(n) * sizeof(Meta));
+  memcpy(&w.f[at], f, size_t(n) * sizeof(Frame));
 }
 
 void used(Cache *c, int i) { c->last_use[i] = c->clock; }
@@ -291,7 +295,7 @@ void set_start(Cache *c, int i, int start) {
   Walk &w = c->walk[i];
   w.start = start;
   w.stack_id = 0;
-  c->leaf_sp[i] = start < kFrames ? w.sp[start] : 0;
+  c->leaf_sp[i] = start < kFrames ? w.f[start].sp : 0;
   c->leaf_ip[i] = start < kFrames ? w.ip[start] : 0;
 }
 
@@ -303,7 +307,7 @@ void set_start(Cache *c, int i, int start) {
 void index_frames(Cache *c, int i, int from, int to) {
   const Walk &w = c->walk[i];
   for (int k = from; k < to; ++k)
-    c->join_index[join_slot(w.sp[k], w.ip[k])] = uint16_t(1 + (i << kJoinFrameBits | k));
+    c->join_index[join_slot(w.f[k].sp, w.ip[k])] = uint16_t(1 + (i << kJoinFrameBits | k));
 }
 
 // The walk to replace: an empty one, else the one that served longest ago.
@@ -320,7 +324,7 @@ int victim(const Cache *c) {
 HS_INLINE bool joins(Cache *c, int i, int k, int n, int *first_join, uintptr_t sp, uintptr_t ip, uintptr_t bp) {
   if (i >= c->walks) return false;
   const Walk &w = c->walk[i];
-  if (k < w.start || k < n || k < first_join[i] || w.sp[k] != sp || w.ip[k] != ip || !bp_agrees(w, k, bp))
+  if (k < w.start || k < n || k < first_join[i] || w.f[k].sp != sp || w.ip[k] != ip || !bp_agrees(w, k, bp))
     return false;
   if (int bad = first_change(w, k); bad >= 0) {
     first_join[i] = bad + 1;
@@ -344,13 +348,13 @@ int join(Cache *c, int i, int k, int n, const uintptr_t **out, uint32_t **id) {
   Walk &to = c->walk[d];
   if (d != i) {
     // w stays (it may serve again); the new walk takes the place of the oldest.
-    copy_frames(to, k, &w.ip[k], &w.sp[k], &w.bp[k], &w.meta[k], kFrames - k);
+    copy_frames(to, k, &w.ip[k], &w.f[k], kFrames - k);
     to.end = w.end;
     to.end_cfa = w.end_cfa;
   }
   int start = k - n;
-  copy_frames(to, start, c->fip, c->fsp, c->fbp, c->fmeta, n);
-  mark_bp_needed(to, start, k, to.meta[k].flags & kBpNeeded);
+  copy_frames(to, start, c->fip, c->ff, n);
+  mark_bp_needed(to, start, k, to.f[k].meta.flags & kBpNeeded);
   set_start(c, d, start);
   index_frames(c, d, start, k);
   used(c, d);
@@ -411,8 +415,8 @@ __attribute__((no_sanitize("address", "undefined"))) HS_NOINLINE int walk(Cache 
 
   uintptr_t ip, sp, bp;
   if (int declined = cross_own_frames(c, r, lo, hi, &ip, &sp, &bp)) return declined;
-  uintptr_t *fip = c->fip, *fsp = c->fsp, *fbp = c->fbp;
-  Meta *fmeta = c->fmeta;
+  uintptr_t *fip = c->fip;
+  Frame *ff = c->ff;
   int n = 0;
   // Most stacks are one of the remembered walks whole (sqlite3: 98.5% of them): the first frame
   // against every walk's first.
@@ -444,11 +448,9 @@ __attribute__((no_sanitize("address", "undefined"))) HS_NOINLINE int walk(Cache 
       return kNoRule;
     }
     fip[n] = ip;
-    fsp[n] = sp;
-    fbp[n] = bp;
     // kBpNeeded here means "this frame's CFA comes from rbp"; made cumulative by mark_bp_needed.
-    fmeta[n] = Meta{rule.bp_offset, uint8_t((rule.flags & kBpSaved) |
-                                            (rule.base == frame_rules::kCfaFromBp ? kBpNeeded : 0))};
+    ff[n] = Frame{sp, bp, Meta{rule.bp_offset, uint8_t((rule.flags & kBpSaved) |
+                                                       (rule.base == frame_rules::kCfaFromBp ? kBpNeeded : 0))}};
     ++n;
     if (rule.flags & frame_rules::kOutermost) {
       end = kEndOutermost;
@@ -476,7 +478,7 @@ __attribute__((no_sanitize("address", "undefined"))) HS_NOINLINE int walk(Cache 
   int d = victim(c);
   Walk &to = c->walk[d];
   int start = kFrames - n;
-  copy_frames(to, start, fip, fsp, fbp, fmeta, n);
+  copy_frames(to, start, fip, ff, n);
   mark_bp_needed(to, start, kFrames, false);
   set_start(c, d, start);
   index_frames(c, d, start, kFrames);

@@ -125,9 +125,11 @@ struct OwnPath {
   int32_t cfa[kOwnMax];      // each frame's CFA, from the walk's sp
   int32_t cfa_from_bp[kOwnMax];  // kNone, or the rule's offset from rbp (the CFA must agree)
   int32_t bp_at[kOwnMax];    // kNone, or where the frame saved its caller's rbp, from the walk's sp
-  uintptr_t ra[kOwnMax];     // the return address at each CFA - 8 (the last, the program's, is not kept)
+  uintptr_t ra[kOwnMax];     // the return address at each CFA - 8 (the last, the program's: not compared)
 };
-constexpr int kOwnPaths = 4;  // malloc's, free's, realloc's, operator new's (replaced in turn)
+// Paths remembered per thread (replaced in turn): one per recording function and entry point that
+// samples (malloc's, calloc's, realloc's, operator new's, ...).
+constexpr int kOwnPaths = 4;
 
 }  // namespace
 
@@ -184,12 +186,13 @@ HS_INLINE bool rule_of(Cache *c, uintptr_t ip, frame_rules::Rule *out) {
 // a load and a compare or two per own frame; else the frames are stepped and the path remembered.
 // (A path holds for any call site of the program: its last return address is not compared.)
 __attribute__((no_sanitize("address", "undefined"))) int cross_own_frames(Cache *c, const Regs &r, uint64_t lo,
-                                                                        uint64_t hi, uintptr_t *ip, uintptr_t *sp,
-                                                                        uintptr_t *bp) {
+                                                                        uint64_t hi, uintptr_t *ip,
+                                                                        uintptr_t *sp, uintptr_t *bp) {
   for (int i = 0; i < kOwnPaths; ++i) {
     const OwnPath &p = c->own[i];
     // (Every word a path reads lies between the walk's sp and its last CFA: see below.)
-    if (p.n == 0 || p.ip != r.ip || !in_stack(r.sp + uintptr_t(intptr_t(p.cfa[p.n - 1])) - 8, lo, hi)) continue;
+    if (p.n == 0 || p.ip != r.ip) continue;
+    if (!in_stack(r.sp + uintptr_t(intptr_t(p.cfa[p.n - 1])) - 8, lo, hi)) continue;
     uintptr_t fbp = r.bp;
     int j = 0;
     uintptr_t cfa = 0, ra = 0;
@@ -199,7 +202,8 @@ __attribute__((no_sanitize("address", "undefined"))) int cross_own_frames(Cache 
       ra = *reinterpret_cast<const uintptr_t *>(cfa - 8);
       // The last is the program's call site, whatever it is (not the tracer's: a longer path).
       if (j + 1 < p.n ? ra != p.ra[j] : ra == 0 || own_frame(ra)) break;
-      if (p.bp_at[j] != kNone) fbp = *reinterpret_cast<const uintptr_t *>(r.sp + uintptr_t(intptr_t(p.bp_at[j])));
+      if (p.bp_at[j] != kNone)
+        fbp = *reinterpret_cast<const uintptr_t *>(r.sp + uintptr_t(intptr_t(p.bp_at[j])));
     }
     if (j < p.n) continue;
     *ip = ra;
@@ -227,7 +231,9 @@ __attribute__((no_sanitize("address", "undefined"))) int cross_own_frames(Cache 
     p.bp_at[j] = kNone;
     if (rule.flags & frame_rules::kBpSaved) {
       uintptr_t at = cfa + intptr_t(rule.bp_offset);
-      if (at < fsp || at + 8 > cfa) return kOutOfStack;  // (inside the frame: a rule that does not is not taken)
+      // (Inside the frame, between the walk's sp and the path's last CFA: a rule that says
+      // otherwise is not taken.)
+      if (at < fsp || at + 8 > cfa) return kOutOfStack;
       fbp = *reinterpret_cast<const uintptr_t *>(at);
       p.bp_at[j] = int32_t(at - r.sp);
     }

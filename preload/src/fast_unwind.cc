@@ -181,6 +181,17 @@ HS_INLINE bool rule_of(Cache *c, uintptr_t ip, frame_rules::Rule *out) {
   return !(s.rule.flags & kRuleMissing);
 }
 
+// One step of a frame in state (sp, bp) by its rule: its CFA and the return address stored just
+// below it. False if that address is outside the stack [lo, hi) or the CFA does not move up.
+HS_INLINE bool step_frame(const frame_rules::Rule &rule, uintptr_t sp, uintptr_t bp, uint64_t lo, uint64_t hi,
+                          uintptr_t *cfa, uintptr_t *ra) {
+  uintptr_t c = (rule.base == frame_rules::kCfaFromBp ? bp : sp) + intptr_t(rule.cfa_offset);
+  if (c <= sp || !in_stack(c - 8, lo, hi)) return false;
+  *cfa = c;
+  *ra = *reinterpret_cast<const uintptr_t *>(c - 8);
+  return true;
+}
+
 // Crosses the tracer's own frames from the walk's (r) to the program's: *ip, *sp, *bp are its
 // state, as stepping leaves it. 0, or why the walk is left to libunwind. A remembered path costs
 // a load and a compare or two per own frame; else the frames are stepped and the path remembered.
@@ -222,12 +233,11 @@ __attribute__((no_sanitize("address", "undefined"))) int cross_own_frames(Cache 
       return kNoRule;
     }
     if (rule.flags & frame_rules::kOutermost) return kNoRule;  // (never in the tracer's code)
-    bool from_bp = rule.base == frame_rules::kCfaFromBp;
-    uintptr_t cfa = (from_bp ? fbp : fsp) + intptr_t(rule.cfa_offset);
-    // (The distance bound keeps offsets in 32 bits; own frames are a few KiB.)
-    if (cfa <= fsp || !in_stack(cfa - 8, lo, hi) || cfa - r.sp > (uintptr_t(1) << 20)) return kOutOfStack;
-    uintptr_t ra = *reinterpret_cast<const uintptr_t *>(cfa - 8);
-    if (ra == 0) return kOutOfStack;  // (the tracer's frames always have a caller)
+    uintptr_t cfa, ra;
+    if (!step_frame(rule, fsp, fbp, lo, hi, &cfa, &ra)) return kOutOfStack;
+    // (The distance bound keeps offsets in 32 bits; own frames are a few KiB. The tracer's frames
+    // always have a caller.)
+    if (cfa - r.sp > (uintptr_t(1) << 20) || ra == 0) return kOutOfStack;
     p.bp_at[j] = kNone;
     if (rule.flags & frame_rules::kBpSaved) {
       uintptr_t at = cfa + intptr_t(rule.bp_offset);
@@ -238,7 +248,7 @@ __attribute__((no_sanitize("address", "undefined"))) int cross_own_frames(Cache 
       p.bp_at[j] = int32_t(at - r.sp);
     }
     p.cfa[j] = int32_t(cfa - r.sp);
-    p.cfa_from_bp[j] = from_bp ? rule.cfa_offset : kNone;
+    p.cfa_from_bp[j] = rule.base == frame_rules::kCfaFromBp ? rule.cfa_offset : kNone;
     p.ra[j] = ra;
     fip = ra;
     fsp = cfa;
@@ -465,9 +475,8 @@ __attribute__((no_sanitize("address", "undefined"))) HS_NOINLINE int walk(Cache 
       end = kEndOutermost;
       break;
     }
-    uintptr_t cfa = (rule.base == frame_rules::kCfaFromBp ? bp : sp) + intptr_t(rule.cfa_offset);
-    if (cfa <= sp || !in_stack(cfa - 8, lo, hi)) return kOutOfStack;
-    uintptr_t ra = *reinterpret_cast<const uintptr_t *>(cfa - 8);
+    uintptr_t cfa, ra;
+    if (!step_frame(rule, sp, bp, lo, hi, &cfa, &ra)) return kOutOfStack;
     if (ra == 0) {
       end = kEndZeroReturn;
       end_cfa = cfa;

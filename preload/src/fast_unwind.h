@@ -6,7 +6,7 @@
 // thread's previous sample (measured on their captures). libunwind walks every frame each time.
 //
 // How: each frame is stepped with the rule .eh_frame gives for its address (frame_rules.h,
-// cached per thread by address). The thread remembers its last walks (8 when sampling densely):
+// cached per thread by address). The thread remembers its last walks (16 when sampling densely):
 // every frame's state (pc, stack pointer, rbp) and what the walk read from the stack. When a new
 // walk reaches a frame in the same state as a frame of a remembered walk, and every stack word
 // that walk read from there on (return addresses, saved rbp) still holds what it read, the rest

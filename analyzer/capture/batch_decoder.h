@@ -13,6 +13,9 @@
 #include <cstdint>
 #include <cstring>
 #include <string>
+#ifdef __SSE2__
+#include <emmintrin.h>
+#endif
 
 #include "capture/event_columns.h"
 
@@ -23,41 +26,59 @@ inline constexpr size_t kDecodePadding = 16;
 
 namespace detail {
 
-// A varint of 4..10 bytes at p (10 readable bytes; the first three have their high bit set).
-// Returns the byte after it, nullptr if it is longer than 10 bytes.
-__attribute__((noinline)) inline const uint8_t *varint_long(const uint8_t *p, uint64_t v, uint64_t *out) {
+// A varint's value and the byte after it; next == nullptr: longer than 10 bytes. Returned in two
+// registers: through an out-pointer every value of the batch made a trip through the stack (the
+// noinline tail below takes its address).
+struct Varint {
+  const uint8_t *next;
+  uint64_t value;
+};
+
+// A varint of 4..10 bytes at p (10 readable bytes; the first three have their high bit set; v
+// holds their payload).
+__attribute__((noinline)) inline Varint varint_long(const uint8_t *p, uint64_t v) {
   for (unsigned i = 3; i < 10; ++i) {
     uint64_t b = p[i];
     v |= (b & 0x7f) << (7 * i);
-    if (b < 0x80) {
-      *out = v;
-      return p + i + 1;
-    }
+    if (b < 0x80) return {p + i + 1, v};
   }
-  return nullptr;
+  return {nullptr, 0};
 }
 
 // 1 to 3 bytes inline: kinds, ids, sizes mostly 1; time deltas 2; stack ids 2 or 3.
-__attribute__((always_inline)) inline const uint8_t *varint(const uint8_t *p, uint64_t *out) {
+__attribute__((always_inline)) inline Varint varint(const uint8_t *p) {
   uint64_t b0 = p[0];
-  if (__builtin_expect(b0 < 0x80, 1)) {
-    *out = b0;
-    return p + 1;
-  }
+  if (__builtin_expect(b0 < 0x80, 1)) return {p + 1, b0};
   uint64_t v = b0 - 0x80, b1 = p[1];
   v |= b1 << 7;
-  if (b1 < 0x80) {
-    *out = v;
-    return p + 2;
-  }
+  if (b1 < 0x80) return {p + 2, v};
   v -= uint64_t(0x80) << 7;
   uint64_t b2 = p[2];
   v |= b2 << 14;
-  if (b2 < 0x80) {
-    *out = v;
-    return p + 3;
+  if (b2 < 0x80) return {p + 3, v};
+  return varint_long(p, v - (uint64_t(0x80) << 14));
+}
+
+// Varints that end in [p, end): bytes without the continuation bit. SSE2 (every x86-64 has it):
+// per 16 bytes a compare and a subtract into byte counters, summed every 255 rounds; the
+// compiler's own vectorisation of the plain loop widened every count to 64 bits (a fifth of the
+// batch decoder's instructions went to counting).
+inline size_t varint_ends(const uint8_t *p, const uint8_t *end) {
+  size_t n = 0;
+#ifdef __SSE2__
+  const __m128i minus_one = _mm_set1_epi8(-1), zero = _mm_setzero_si128();
+  while (end - p >= 16) {
+    __m128i acc = zero;
+    for (int r = 0; r < 255 && end - p >= 16; ++r, p += 16) {
+      __m128i b = _mm_loadu_si128(reinterpret_cast<const __m128i *>(p));
+      acc = _mm_sub_epi8(acc, _mm_cmpgt_epi8(b, minus_one));  // -(-1) per byte under 0x80
+    }
+    __m128i sums = _mm_sad_epu8(acc, zero);
+    n += size_t(_mm_cvtsi128_si64(sums)) + size_t(_mm_cvtsi128_si64(_mm_unpackhi_epi64(sums, sums)));
   }
-  return varint_long(p, v - (uint64_t(0x80) << 14), out);
+#endif
+  for (; p < end; ++p) n += *p < 0x80;
+  return n;
 }
 
 }  // namespace detail
@@ -96,6 +117,68 @@ class SiteCursors {
   uint32_t gen_ = 0;
 };
 
+namespace detail {
+
+// The error for a column that ends (or holds an overlong varint) at event i, whose kind varint
+// ended just before kind_p: RawColumns::kind_count()'s events, this one's included.
+inline std::string short_column_error(uint64_t i, const uint8_t *kind_p, const uint8_t *kind_end) {
+  uint64_t n = i + 1;
+  for (const uint8_t *x = kind_p; x < kind_end; ++x) n += *x < 0x80;
+  return "a column ends before event " + std::to_string(i) + " of " + std::to_string(n);
+}
+
+// Whether a batch holds only the format-2 kinds the shim writes
+// for ordinary blocks (FREE, REALLOC_IN_PLACE, REALLOC_MOVED, ALLOC_MALLOC .. ALLOC_NEW_ARRAY),
+// each one byte, and every column holds at least the varints those kinds read. Then decode_batch
+// reads without comparing each value's end with its column's end: no column can run out, and an
+// overlong varint is the only error left. Anything else (format 1, pools, an unknown kind, a short
+// column: a damaged batch) takes the checked loop.
+inline bool columns_suffice(const RawColumns &cols) {
+  const uint8_t *k = cols.begin(kKind), *ke = cols.end(kKind);
+  if (!k) return false;
+  size_t n = size_t(ke - k), frees = 0, reallocs = 0, allocs = 0;
+  const uint8_t *x = k;
+#ifdef __SSE2__
+  // As varint_ends: byte counters per kind class, summed every 255 rounds. A byte over 0x7f is
+  // negative here, so in no class.
+  static_assert(wire::REALLOC_MOVED == wire::REALLOC_IN_PLACE + 1);
+  const __m128i zero = _mm_setzero_si128(), k_free = _mm_set1_epi8(wire::FREE),
+                k_in_place = _mm_set1_epi8(wire::REALLOC_IN_PLACE), k_moved = _mm_set1_epi8(wire::REALLOC_MOVED),
+                k_below = _mm_set1_epi8(wire::ALLOC_MALLOC - 1), k_above = _mm_set1_epi8(wire::ALLOC_NEW_ARRAY + 1);
+  while (ke - x >= 16) {
+    __m128i f = zero, r = zero, a = zero;
+    for (int round = 0; round < 255 && ke - x >= 16; ++round, x += 16) {
+      __m128i b = _mm_loadu_si128(reinterpret_cast<const __m128i *>(x));
+      f = _mm_sub_epi8(f, _mm_cmpeq_epi8(b, k_free));
+      r = _mm_sub_epi8(r, _mm_or_si128(_mm_cmpeq_epi8(b, k_in_place), _mm_cmpeq_epi8(b, k_moved)));
+      a = _mm_sub_epi8(a, _mm_and_si128(_mm_cmpgt_epi8(b, k_below), _mm_cmpgt_epi8(k_above, b)));
+    }
+    auto sum = [&](__m128i c) {
+      __m128i s = _mm_sad_epu8(c, zero);
+      return size_t(_mm_cvtsi128_si64(s)) + size_t(_mm_cvtsi128_si64(_mm_unpackhi_epi64(s, s)));
+    };
+    frees += sum(f);
+    reallocs += sum(r);
+    allocs += sum(a);
+  }
+#endif
+  for (; x < ke; ++x) {
+    uint8_t b = *x;
+    frees += b == wire::FREE;
+    reallocs += uint8_t(b - wire::REALLOC_IN_PLACE) <= wire::REALLOC_MOVED - wire::REALLOC_IN_PLACE;
+    allocs += uint8_t(b - wire::ALLOC_MALLOC) <= wire::ALLOC_NEW_ARRAY - wire::ALLOC_MALLOC;
+  }
+  if (frees + reallocs + allocs != n) return false;
+  auto holds = [&](Column c, size_t need) {
+    const uint8_t *b = cols.begin(c);
+    return need == 0 || (b && varint_ends(b, cols.end(c)) >= need);
+  };
+  return holds(kTime, n) && holds(kStack, n) && holds(kRef, frees + reallocs) &&
+         holds(kSize, reallocs + allocs) && holds(kIdDelta, allocs);
+}
+
+}  // namespace detail
+
 template <typename Visitor>
 __attribute__((always_inline)) inline std::string decode_batch(const RawColumns &cols, SiteCursors &cursors,
                                                               Visitor &v) {
@@ -115,50 +198,82 @@ __attribute__((always_inline)) inline std::string decode_batch(const RawColumns 
   uint64_t t = cols.base_time_ns(), last_id = cols.base_id(), last_addr = 0;
   uint64_t i = 0;
   uint64_t k, dt, a, b, c, d, e;
-  const uint8_t *q;
-  // Reads the next value of column C into x; a column that ends (or a varint over 10 bytes)
-  // goes to `fail`.
-#define HS_TAKE(C, x, fail)                                      \
-  do {                                                           \
-    q = detail::varint(C.p, &(x));                               \
-    if (__builtin_expect(q == nullptr || q > C.end, 0)) goto fail; \
-    C.p = q;                                                     \
+  // Reads the next value of column C into x; a column that ends (kChecked) or a varint over 10
+  // bytes goes to `fail`.
+#define HS_TAKE(C, x, fail, kChecked)                                                    \
+  do {                                                                                   \
+    detail::Varint r_ = detail::varint(C.p);                                             \
+    if (__builtin_expect(r_.next == nullptr || ((kChecked) && r_.next > C.end), 0)) goto fail; \
+    C.p = r_.next;                                                                       \
+    x = r_.value;                                                                        \
   } while (0)
 #define HS_ZIGZAG(x) (((x) >> 1) ^ (~((x) & 1) + 1))
-  // FREE and POOL_FREE name the block by its site's cursor.
-#define HS_FREED(id)                                                     \
+  // FREE and POOL_FREE name the block by its site's cursor (a select, not a branch: whether the
+  // site's cursor is this batch's is data, and mispredicted it was a tenth of the decoder's time).
+#define HS_FREED(id, kChecked)                                           \
   do {                                                                   \
-    HS_TAKE(stack, a, short_column);                                     \
-    HS_TAKE(ref, b, short_column);                                       \
+    HS_TAKE(stack, a, short_column, kChecked);                           \
+    HS_TAKE(ref, b, short_column, kChecked);                             \
     uint32_t site = uint32_t(a);                                         \
     SiteCursors::Slot &c_ = cursor[site % SiteCursors::kSlots];          \
-    bool hit = site && c_.stack == site && c_.gen == gen;                \
-    id = (hit ? c_.last_freed : last_id) - HS_ZIGZAG(b);                 \
+    bool hit = (site != 0) & (c_.stack == site) & (c_.gen == gen);       \
+    uint64_t mask_ = uint64_t(0) - uint64_t(hit);                        \
+    id = ((c_.last_freed & mask_) | (last_id & ~mask_)) - HS_ZIGZAG(b);  \
     c_ = {site, gen, id};                                                \
   } while (0)
 
+  const bool unchecked = detail::columns_suffice(cols);
+  if (unchecked) {
+    // Every kind is one byte and one of three, every column long enough (columns_suffice).
+    for (uint64_t n = uint64_t(kind.end - kind.p); i < n; ++i) {
+      k = kind.p[i];
+      HS_TAKE(time, dt, short_time, false);
+      t += dt;
+      if (k >= wire::ALLOC_MALLOC) {
+        HS_TAKE(idd, a, short_column, false);
+        HS_TAKE(size, b, short_column, false);
+        HS_TAKE(stack, c, short_column, false);
+        last_id += HS_ZIGZAG(a);
+        v.alloc(t, last_id, b, uint32_t(c));
+      } else if (k == wire::FREE) {
+        uint64_t id;
+        HS_FREED(id, false);
+        v.free(t, id);
+      } else {
+        HS_TAKE(ref, a, short_column, false);
+        HS_TAKE(size, b, short_column, false);
+        HS_TAKE(stack, c, short_column, false);
+        v.realloc(t, last_id - (HS_ZIGZAG(a)), b, uint32_t(c), k == wire::REALLOC_MOVED);
+      }
+    }
+    return {};
+  }
+
   for (;; ++i) {
     if (kind.p >= kind.end) return {};
-    q = detail::varint(kind.p, &k);
-    if (q == nullptr || q > kind.end) return {};  // a cut varint ends the column
-    kind.p = q;
-    HS_TAKE(time, dt, short_time);
+    {
+      detail::Varint r = detail::varint(kind.p);
+      if (r.next == nullptr || r.next > kind.end) return {};  // a cut varint ends the column
+      kind.p = r.next;
+      k = r.value;
+    }
+    HS_TAKE(time, dt, short_time, true);
     t += dt;
     switch (uint32_t(k)) {
       // (Columns are read independently: format 1's alloc_fn and moved can be taken first.)
       case wire::ALLOC:  // format 1
       case wire::ALLOC_MALLOC ... wire::ALLOC_NEW_ARRAY: {
-        if (k == wire::ALLOC) HS_TAKE(fn, d, short_column);
-        HS_TAKE(idd, a, short_column);
-        HS_TAKE(size, b, short_column);
-        HS_TAKE(stack, c, short_column);
+        if (k == wire::ALLOC) HS_TAKE(fn, d, short_column, true);
+        HS_TAKE(idd, a, short_column, true);
+        HS_TAKE(size, b, short_column, true);
+        HS_TAKE(stack, c, short_column, true);
         last_id += HS_ZIGZAG(a);
         v.alloc(t, last_id, b, uint32_t(c));
         break;
       }
       case wire::FREE: {
         uint64_t id;
-        HS_FREED(id);
+        HS_FREED(id, true);
         v.free(t, id);
         break;
       }
@@ -167,22 +282,22 @@ __attribute__((always_inline)) inline std::string decode_batch(const RawColumns 
       case wire::REALLOC_MOVED: {
         bool moved_flag = k == wire::REALLOC_MOVED;
         if (k == wire::REALLOC) {
-          HS_TAKE(fn, d, short_column);
-          HS_TAKE(moved, e, short_column);
+          HS_TAKE(fn, d, short_column, true);
+          HS_TAKE(moved, e, short_column, true);
           moved_flag = e != 0;
         }
-        HS_TAKE(ref, a, short_column);
-        HS_TAKE(size, b, short_column);
-        HS_TAKE(stack, c, short_column);
+        HS_TAKE(ref, a, short_column, true);
+        HS_TAKE(size, b, short_column, true);
+        HS_TAKE(stack, c, short_column, true);
         v.realloc(t, last_id - (HS_ZIGZAG(a)), b, uint32_t(c), moved_flag);
         break;
       }
       case wire::POOL_ALLOC: {
-        HS_TAKE(idd, a, short_column);
-        HS_TAKE(addr, b, short_column);
-        HS_TAKE(size, c, short_column);
-        HS_TAKE(stack, d, short_column);
-        HS_TAKE(pool, e, short_column);
+        HS_TAKE(idd, a, short_column, true);
+        HS_TAKE(addr, b, short_column, true);
+        HS_TAKE(size, c, short_column, true);
+        HS_TAKE(stack, d, short_column, true);
+        HS_TAKE(pool, e, short_column, true);
         last_id += HS_ZIGZAG(a);
         last_addr += HS_ZIGZAG(b);
         v.pool_alloc(t, last_id, last_addr, c, uint32_t(d), uint32_t(e));
@@ -190,8 +305,8 @@ __attribute__((always_inline)) inline std::string decode_batch(const RawColumns 
       }
       case wire::POOL_FREE: {
         uint64_t id;
-        HS_FREED(id);
-        HS_TAKE(pool, e, short_column);
+        HS_FREED(id, true);
+        HS_TAKE(pool, e, short_column, true);
         v.pool_free(t, id, uint32_t(e));
         break;
       }
@@ -203,12 +318,9 @@ __attribute__((always_inline)) inline std::string decode_batch(const RawColumns 
 #undef HS_TAKE
 short_time:
   return "time column too short";
-short_column: {
-  // RawColumns::kind_count(): the kinds taken (this event's included) and those left.
-  uint64_t n = i + 1;
-  for (const uint8_t *x = kind.p; x < kind.end; ++x) n += *x < 0x80;
-  return "a column ends before event " + std::to_string(i) + " of " + std::to_string(n);
-}
+short_column:
+  // The unchecked loop leaves kind.p at the batch's first kind (event i's is kind.p[i]).
+  return detail::short_column_error(i, kind.p + (unchecked ? i + 1 : 0), kind.end);
 }
 
 }  // namespace heapsnap::capture

@@ -126,6 +126,42 @@ TEST_CASE("batch decoder: cut and garbled batches, overlong varints") {
   CHECK(errors > 100);
 }
 
+// Batches of the shim's own kinds: the unchecked loop (columns_suffice) against RawEventDecoder,
+// intact, with short columns, and with runs of continuation bits in the value columns (overlong
+// varints: the one error that loop can meet).
+TEST_CASE("batch decoder: the unchecked loop, on batches of the shim's kinds") {
+  std::mt19937_64 rng(11);
+  heapsnap::capture::SiteCursors cursors;
+  int errors = 0, unchecked = 0, unchecked_errors = 0;
+  for (int round = 0; round < 6000; ++round) {
+    std::string bytes = random_batch(rng, true).SerializeAsString();
+    RawColumns cols;
+    REQUIRE(cols.parse(reinterpret_cast<const uint8_t *>(bytes.data()), bytes.size()));
+    if (round % 2) {
+      // Continuation bits over a stretch of one value column (never the kinds).
+      heapsnap::capture::Column c = heapsnap::capture::Column(1 + rng() % (heapsnap::capture::kColumns - 1));
+      if (cols.begin(c) && cols.end(c) > cols.begin(c)) {
+        size_t from = size_t(cols.begin(c) - reinterpret_cast<const uint8_t *>(bytes.data()));
+        size_t len = size_t(cols.end(c) - cols.begin(c));
+        size_t at = from + rng() % len, run = 1 + rng() % 14;
+        for (size_t k = at; k < from + len && k < at + run; ++k) bytes[k] = char(uint8_t(bytes[k]) | 0x80);
+      }
+    }
+    std::unique_ptr<uint8_t[]> buf(new uint8_t[bytes.size() + heapsnap::capture::kDecodePadding]);
+    memcpy(buf.get(), bytes.data(), bytes.size());
+    memset(buf.get() + bytes.size(), 0, heapsnap::capture::kDecodePadding);
+    REQUIRE(cols.parse(buf.get(), bytes.size()));
+    bool fast = heapsnap::capture::detail::columns_suffice(cols);
+    int before = errors;
+    REQUIRE(compare(bytes, cursors, &errors) >= 0);
+    unchecked += fast;
+    unchecked_errors += fast && errors > before;
+  }
+  CHECK(unchecked > 2000);       // intact batches mostly take the unchecked loop
+  CHECK(unchecked_errors > 50);  // and it meets overlong varints
+  CHECK(errors > unchecked_errors);
+}
+
 TEST_CASE("batch decoder: varints of every length at a column's end") {
   heapsnap::capture::SiteCursors cursors;
   int errors = 0;

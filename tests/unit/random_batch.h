@@ -19,8 +19,17 @@ inline uint64_t wide(std::mt19937_64 &rng) {
   }
 }
 
-// Format 1's kinds (ALLOC, REALLOC with alloc_fn and moved columns) beside format 2's.
-inline uint32_t random_kind(std::mt19937_64 &rng) {
+// Format 1's kinds (ALLOC, REALLOC with alloc_fn and moved columns) beside format 2's; with
+// shim_only, only the kinds the shim writes for ordinary blocks (the batch decoder's unchecked
+// loop takes batches of those alone).
+inline uint32_t random_kind(std::mt19937_64 &rng, bool shim_only = false) {
+  if (shim_only) {
+    static constexpr uint32_t kShim[] = {wire::FREE,         wire::FREE,           wire::REALLOC_IN_PLACE,
+                                         wire::REALLOC_MOVED, wire::ALLOC_MALLOC,   wire::ALLOC_CALLOC,
+                                         wire::ALLOC_REALLOC, wire::ALLOC_MEMALIGN, wire::ALLOC_NEW,
+                                         wire::ALLOC_NEW_ARRAY};
+    return kShim[rng() % (sizeof kShim / sizeof kShim[0])];
+  }
   static constexpr uint32_t kKnown[] = {
       wire::ALLOC,        wire::FREE,          wire::REALLOC,      wire::POOL_ALLOC,    wire::POOL_FREE,
       wire::REALLOC_IN_PLACE, wire::REALLOC_MOVED, wire::ALLOC_MALLOC, wire::ALLOC_CALLOC, wire::ALLOC_REALLOC,
@@ -29,7 +38,7 @@ inline uint32_t random_kind(std::mt19937_64 &rng) {
   return kKnown[rng() % (sizeof kKnown / sizeof kKnown[0])];
 }
 
-inline wire::EventBatch random_batch(std::mt19937_64 &rng) {
+inline wire::EventBatch random_batch(std::mt19937_64 &rng, bool shim_only = false) {
   wire::EventBatch b;
   b.set_tid(uint32_t(rng()));
   b.set_base_time_ns(wide(rng));
@@ -38,7 +47,7 @@ inline wire::EventBatch random_batch(std::mt19937_64 &rng) {
   bool damaged = rng() % 4 == 0;
   bool few_sites = rng() % 2;  // FREE cursors hit often
   for (int i = 0; i < n; ++i) {
-    b.add_kind(random_kind(rng));
+    b.add_kind(random_kind(rng, shim_only));
     b.add_time_delta_ns(wide(rng));
   }
   int m = damaged ? int(rng() % (n + 1)) : n;

@@ -23,6 +23,24 @@ struct PoolPlace {
   uint64_t addr;
 };
 
+// A stack's figures while replaying, split by how often events touch them. Every ALLOC and FREE
+// updates its stack's allocation and live figures and checks its peak epoch (see sync_peak):
+// those share one cache line. In one StackFigures (80 bytes, so most straddle two lines) with the
+// epochs in an array of their own, a FREE of an old block's stack missed the cache twice, and those
+// two misses were a fifth of the replay thread's samples. Realloc counts and the pool are cold.
+struct alignas(64) HotFigures {
+  double alloc_calls = 0, alloc_bytes = 0;
+  double live_calls = 0, live_bytes = 0;
+  double peak_calls = 0, peak_bytes = 0;
+  uint64_t samples = 0;
+  uint32_t epoch = 0;  // the peak epoch of its last change (see sync_peak)
+};
+static_assert(sizeof(HotFigures) == 64);
+struct ColdFigures {
+  uint64_t reallocs = 0, realloc_moves = 0;
+  uint32_t pool = 0;
+};
+
 class Replayer {
  public:
   Replayer(ReplayResult &r, const ReplayOptions &o) : r_(r), o_(o) {}
@@ -173,21 +191,34 @@ class Replayer {
                                      "them (this frame holds the first of those ends)"});
     }
     // Stacks unchanged since the highest peak: their live figures are their peak figures.
-    for (size_t d = 0; d < figs_.size(); ++d) {
-      if (epoch_of_[d] == epoch_) continue;
-      StackFigures &f = figs_[d];
+    for (HotFigures &f : hot_) {
+      if (f.epoch == epoch_) continue;
       f.peak_calls = f.live_calls;
       f.peak_bytes = f.live_bytes;
     }
     r_.memory_bytes = live_.memory_bytes() + pool_place_.memory_bytes() + r_.stacks.memory_bytes() +
-                      dense_of_.memory_bytes() + figs_.capacity() * sizeof(StackFigures) +
-                      (epoch_of_.capacity() + node_of_.capacity()) * sizeof(uint32_t);
+                      dense_of_.memory_bytes() + hot_.capacity() * sizeof(HotFigures) +
+                      cold_.capacity() * sizeof(ColdFigures) + node_of_.capacity() * sizeof(uint32_t);
     // The figures by stack id, for the result: written after the live table's memory is given
     // back, so that the two are never resident together (by_stack spans every node of the tree,
     // four times the dense figures on a python capture).
     live_.release_memory();
     r_.by_stack.resize(std::max(dense_of_.size(), size_t(1)));
-    for (size_t d = 0; d < figs_.size(); ++d) r_.by_stack[node_of_[d]] = figs_[d];
+    for (size_t d = 0; d < hot_.size(); ++d) {
+      const HotFigures &h = hot_[d];
+      const ColdFigures &c = cold_[d];
+      StackFigures &f = r_.by_stack[node_of_[d]];
+      f.alloc_calls = h.alloc_calls;
+      f.alloc_bytes = h.alloc_bytes;
+      f.live_calls = h.live_calls;
+      f.live_bytes = h.live_bytes;
+      f.peak_calls = h.peak_calls;
+      f.peak_bytes = h.peak_bytes;
+      f.samples = h.samples;
+      f.reallocs = c.reallocs;
+      f.realloc_moves = c.realloc_moves;
+      f.pool = c.pool;
+    }
   }
 
  private:
@@ -207,9 +238,9 @@ class Replayer {
     return d;
   }
   __attribute__((noinline)) uint32_t add_dense(uint32_t stack) {
-    uint32_t d = uint32_t(figs_.size());
-    figs_.emplace_back();
-    epoch_of_.push_back(0);
+    uint32_t d = uint32_t(hot_.size());
+    hot_.emplace_back();
+    cold_.emplace_back();
     node_of_.push_back(stack);
     dense_of_[stack] = d;
     return d;
@@ -236,9 +267,9 @@ class Replayer {
   // that peak: copy them. finish() does the same for the stacks that never changed again.
   // (d: a dense index, as every function below takes.)
   HS_HOT void sync_peak(uint32_t d) {
-    if (epoch_of_[d] == epoch_) return;
-    epoch_of_[d] = epoch_;
-    StackFigures &f = figs_[d];
+    HotFigures &f = hot_[d];
+    if (f.epoch == epoch_) return;
+    f.epoch = epoch_;
     f.peak_calls = f.live_calls;
     f.peak_bytes = f.live_bytes;
   }
@@ -272,9 +303,9 @@ class Replayer {
   }
 
   template <bool kExact = false>
-  HS_HOT void live_add(const LiveEntry &b) { live_add<kExact>(b, figs_[b.stack]); }
+  HS_HOT void live_add(const LiveEntry &b) { live_add<kExact>(b, hot_[b.stack]); }
   template <bool kExact = false>
-  HS_HOT void live_add(const LiveEntry &b, StackFigures &f) {  // f: b.stack's figures
+  HS_HOT void live_add(const LiveEntry &b, HotFigures &f) {  // f: b.stack's figures
     sync_peak(b.stack);
     double bytes = kExact ? double(b.size) : double(b.size) * b.weight;
     f.live_calls += b.weight;
@@ -283,7 +314,7 @@ class Replayer {
   }
   template <bool kExact = false>
   HS_HOT void live_remove(const LiveEntry &b) {
-    StackFigures &f = figs_[b.stack];
+    HotFigures &f = hot_[b.stack];
     sync_peak(b.stack);
     double bytes = kExact ? double(b.size) : double(b.size) * b.weight;
     f.live_calls -= b.weight;
@@ -397,8 +428,8 @@ class Replayer {
       case wire::POOL_ALLOC: {
         uint32_t d = dense(stack);
         LiveEntry b{d, kExact ? 1.0f : float(sample_weight(size, mean_)), size};
-        StackFigures &f = figs_[d];
-        if (kind == wire::POOL_ALLOC) f.pool = pool;
+        HotFigures &f = hot_[d];
+        if (kind == wire::POOL_ALLOC) cold_[d].pool = pool;
         f.alloc_calls += b.weight;
         f.alloc_bytes += kExact ? double(size) : double(size) * b.weight;
         ++f.samples;
@@ -428,9 +459,10 @@ class Replayer {
       case wire::REALLOC: {
         LiveEntry b;
         bool live = live_.resize(id, size, &b);  // b: the entry before
-        StackFigures &site = figs_[dense(stack)];
-        ++site.reallocs;
-        if (moved) ++site.realloc_moves;
+        uint32_t sd = dense(stack);
+        HotFigures &site = hot_[sd];
+        ++cold_[sd].reallocs;
+        if (moved) ++cold_[sd].realloc_moves;
         if (!live) {
           note_early(id, size);
           after_event(time, false);
@@ -521,9 +553,11 @@ class Replayer {
   LiveTable live_;
   util::FlatMap64<PoolPlace> pool_place_;  // sample id -> pool and address, pool objects only
   util::ZeroArray<uint32_t> dense_of_;     // per stack node: its dense index (0: none yet)
-  // Per dense index (see dense()): figures, the peak epoch of the last change, the node.
-  std::vector<StackFigures> figs_ = std::vector<StackFigures>(1);
-  std::vector<uint32_t> epoch_of_ = std::vector<uint32_t>(1, 0), node_of_ = std::vector<uint32_t>(1, 0);
+  // Per dense index (see dense()): the hot figures (with the peak epoch of the last change), the
+  // cold ones, the node.
+  std::vector<HotFigures> hot_ = std::vector<HotFigures>(1);
+  std::vector<ColdFigures> cold_ = std::vector<ColdFigures>(1);
+  std::vector<uint32_t> node_of_ = std::vector<uint32_t>(1, 0);
   uint32_t epoch_ = 0;
   // Per pool: address -> sample id of its live sampled objects (moves are by address).
   std::unordered_map<uint32_t, std::unordered_map<uint64_t, uint64_t>> pool_index_;

@@ -42,6 +42,16 @@ struct ColdFigures {
 };
 
 class Replayer {
+  // What every event reads and writes besides its stack's figures and the live table. A batch
+  // works on a local copy (apply_decoded, Visitor) that stays in registers: as members reached
+  // through `this`, after stores the compiler could not tell apart from them, each was a load and
+  // a store per event, and the live-bytes estimate a dependency chain through memory.
+  struct Running {
+    double live_bytes = 0;  // the estimate of bytes live now
+    double peak_bytes = 0;  // its highest so far (ReplayResult::sampled_peak_bytes)
+    uint64_t events = 0;    // events applied (ReplayResult::events)
+    uint32_t epoch = 0;     // peak epochs begun (see sync_peak)
+  };
  public:
   Replayer(ReplayResult &r, const ReplayOptions &o) : r_(r), o_(o) {}
 
@@ -157,7 +167,7 @@ class Replayer {
         if (na != addr) ++info->moved_objects;
       } else if (m.compacting()) {
         LiveEntry b;
-        if (live_.erase(id, &b)) live_remove(b);
+        if (live_.erase(id, &b)) live_remove(run_, b);
         pool_place_.erase(id);
         ++info->compacted_away;
       } else {
@@ -168,6 +178,8 @@ class Replayer {
   }
 
   void finish() {
+    r_.events = run_.events;
+    r_.sampled_peak_bytes = run_.peak_bytes;
     for (auto &[pool, index] : pool_index_)
       for (auto &[addr, id] : index)
         if (LiveEntry b; live_.get(id, &b))
@@ -192,7 +204,7 @@ class Replayer {
     }
     // Stacks unchanged since the highest peak: their live figures are their peak figures.
     for (HotFigures &f : hot_) {
-      if (f.epoch == epoch_) continue;
+      if (f.epoch == run_.epoch) continue;
       f.peak_calls = f.live_calls;
       f.peak_bytes = f.live_bytes;
     }
@@ -266,10 +278,10 @@ class Replayer {
   // figures change, if a peak came since its last change, its live figures are what it held at
   // that peak: copy them. finish() does the same for the stacks that never changed again.
   // (d: a dense index, as every function below takes.)
-  HS_HOT void sync_peak(uint32_t d) {
+  HS_HOT void sync_peak(Running &run, uint32_t d) {
     HotFigures &f = hot_[d];
-    if (f.epoch == epoch_) return;
-    f.epoch = epoch_;
+    if (f.epoch == run.epoch) return;
+    f.epoch = run.epoch;
     f.peak_calls = f.live_calls;
     f.peak_bytes = f.live_bytes;
   }
@@ -280,19 +292,19 @@ class Replayer {
 
   // After each event: follow the highest estimate (a new one starts a peak epoch, see sync_peak).
   // rose: the estimate may have gone up (after a free or nothing done it only went down or stayed).
-  HS_HOT void after_event(uint64_t time, bool rose = true) {
-    uint64_t ordinal = r_.events++;
-    if (rose && live_bytes_ > r_.sampled_peak_bytes) {
-      r_.sampled_peak_bytes = live_bytes_;
+  HS_HOT void after_event(Running &run, uint64_t time, bool rose = true) {
+    uint64_t ordinal = run.events++;
+    if (rose && run.live_bytes > run.peak_bytes) {
+      run.peak_bytes = run.live_bytes;
       r_.sampled_peak_event = ordinal;
       r_.sampled_peak_time_ns = time;
-      ++epoch_;
+      ++run.epoch;
     }
   }
 
   void point(const wire::Totals &t) {
     see_time(t.time_ns());
-    r_.timeline.push_back({t.time_ns(), t.heap_bytes(), t.rss_bytes(), t.alloc_calls(), live_bytes_});
+    r_.timeline.push_back({t.time_ns(), t.heap_bytes(), t.rss_bytes(), t.alloc_calls(), run_.live_bytes});
   }
 
   void add_module(const wire::Module &m) {
@@ -303,23 +315,23 @@ class Replayer {
   }
 
   template <bool kExact = false>
-  HS_HOT void live_add(const LiveEntry &b) { live_add<kExact>(b, hot_[b.stack]); }
+  HS_HOT void live_add(Running &run, const LiveEntry &b) { live_add<kExact>(run, b, hot_[b.stack]); }
   template <bool kExact = false>
-  HS_HOT void live_add(const LiveEntry &b, HotFigures &f) {  // f: b.stack's figures
-    sync_peak(b.stack);
+  HS_HOT void live_add(Running &run, const LiveEntry &b, HotFigures &f) {  // f: b.stack's figures
+    sync_peak(run, b.stack);
     double bytes = kExact ? double(b.size) : double(b.size) * b.weight;
     f.live_calls += b.weight;
     f.live_bytes += bytes;
-    live_bytes_ += bytes;
+    run.live_bytes += bytes;
   }
   template <bool kExact = false>
-  HS_HOT void live_remove(const LiveEntry &b) {
+  HS_HOT void live_remove(Running &run, const LiveEntry &b) {
     HotFigures &f = hot_[b.stack];
-    sync_peak(b.stack);
+    sync_peak(run, b.stack);
     double bytes = kExact ? double(b.size) : double(b.size) * b.weight;
     f.live_calls -= b.weight;
     f.live_bytes -= bytes;
-    live_bytes_ -= bytes;
+    run.live_bytes -= bytes;
   }
 
   // A batch libprotobuf parsed (a layout RawColumns does not take).
@@ -328,8 +340,8 @@ class Replayer {
     begin_batch(pos);
     capture::Event e;
     while (dec.next(&e)) {
-      if (mean_ <= 1) apply<true>(e.kind, e.time_ns, e.id, e.addr, e.size, e.stack, e.pool, e.moved);
-      else apply<false>(e.kind, e.time_ns, e.id, e.addr, e.size, e.stack, e.pool, e.moved);
+      if (mean_ <= 1) apply<true>(run_, e.kind, e.time_ns, e.id, e.addr, e.size, e.stack, e.pool, e.moved);
+      else apply<false>(run_, e.kind, e.time_ns, e.id, e.addr, e.size, e.stack, e.pool, e.moved);
     }
     end_batch(batch.tid(), dec.error());
   }
@@ -350,25 +362,28 @@ class Replayer {
   template <bool kExact>
   struct Visitor {
     Replayer &rp;
+    Running run;  // rp.run_ while the batch lasts (see Running)
     HS_HOT void alloc(uint64_t t, uint64_t id, uint64_t size, uint32_t stack) {
-      rp.apply<kExact>(wire::ALLOC, t, id, 0, size, stack, 0, false);
+      rp.apply<kExact>(run, wire::ALLOC, t, id, 0, size, stack, 0, false);
     }
-    HS_HOT void free(uint64_t t, uint64_t id) { rp.apply<kExact>(wire::FREE, t, id, 0, 0, 0, 0, false); }
+    HS_HOT void free(uint64_t t, uint64_t id) { rp.apply<kExact>(run, wire::FREE, t, id, 0, 0, 0, 0, false); }
     HS_HOT void realloc(uint64_t t, uint64_t id, uint64_t size, uint32_t stack, bool moved) {
-      rp.apply<kExact>(wire::REALLOC, t, id, 0, size, stack, 0, moved);
+      rp.apply<kExact>(run, wire::REALLOC, t, id, 0, size, stack, 0, moved);
     }
     void pool_alloc(uint64_t t, uint64_t id, uint64_t addr, uint64_t size, uint32_t stack, uint32_t pool) {
-      rp.apply<kExact>(wire::POOL_ALLOC, t, id, addr, size, stack, pool, false);
+      rp.apply<kExact>(run, wire::POOL_ALLOC, t, id, addr, size, stack, pool, false);
     }
     void pool_free(uint64_t t, uint64_t id, uint32_t pool) {
-      rp.apply<kExact>(wire::POOL_FREE, t, id, 0, 0, 0, pool, false);
+      rp.apply<kExact>(run, wire::POOL_FREE, t, id, 0, 0, 0, pool, false);
     }
   };
   template <bool kExact>
   std::string visit(const capture::RawColumns &cols) {
     static_assert(capture::kRawEventsPadding >= capture::kDecodePadding);
-    Visitor<kExact> v{*this};
-    return capture::decode_batch(cols, cursors_, v);
+    Visitor<kExact> v{*this, run_};
+    std::string err = capture::decode_batch(cols, cursors_, v);
+    run_ = v.run;
+    return err;
   }
 
   // A batch whose events name only stacks defined before it and no block id 0 (the decoder
@@ -384,29 +399,31 @@ class Replayer {
   }
   template <bool kExact, bool kChecked>
   void apply_decoded(const capture::DecodedBatch &b) {
+    Running run = run_;
     for (size_t i = 0, n = b.size(); i < n; ++i) {
       const capture::DecodedEvent &e = b[i];
       switch (e.kind) {
-        case wire::ALLOC: apply<kExact, kChecked>(wire::ALLOC, e.time_ns, e.id, 0, e.size, e.stack, 0, false); break;
-        case wire::FREE: apply<kExact, kChecked>(wire::FREE, e.time_ns, e.id, 0, 0, 0, 0, false); break;
+        case wire::ALLOC: apply<kExact, kChecked>(run, wire::ALLOC, e.time_ns, e.id, 0, e.size, e.stack, 0, false); break;
+        case wire::FREE: apply<kExact, kChecked>(run, wire::FREE, e.time_ns, e.id, 0, 0, 0, 0, false); break;
         case wire::REALLOC:
-          apply<kExact, kChecked>(wire::REALLOC, e.time_ns, e.id, 0, e.size, e.stack, 0, e.moved);
+          apply<kExact, kChecked>(run, wire::REALLOC, e.time_ns, e.id, 0, e.size, e.stack, 0, e.moved);
           break;
         case wire::POOL_ALLOC: {  // its place in the next entry (see DecodedEvent)
           const capture::DecodedEvent &place = b[++i];
-          apply<kExact, kChecked>(wire::POOL_ALLOC, e.time_ns, e.id, place.id, e.size, e.stack, place.stack, false);
+          apply<kExact, kChecked>(run, wire::POOL_ALLOC, e.time_ns, e.id, place.id, e.size, e.stack, place.stack, false);
           break;
         }
-        default: apply<kExact, kChecked>(wire::POOL_FREE, e.time_ns, e.id, 0, 0, 0, e.stack, false); break;
+        default: apply<kExact, kChecked>(run, wire::POOL_FREE, e.time_ns, e.id, 0, 0, 0, e.stack, false); break;
       }
     }
+    run_ = run;
   }
 
   // One event. kExact: every allocation recorded (weight 1; the products by it are skipped,
   // which leaves every figure bit for bit the same). !kChecked: the caller has made sure of what
   // the checks below look at (the batch's latest time is taken once, after it).
   template <bool kExact, bool kChecked = true>
-  HS_HOT void apply(wire::EventKind kind, uint64_t time, uint64_t id, uint64_t addr, uint64_t size,
+  HS_HOT void apply(Running &run, wire::EventKind kind, uint64_t time, uint64_t id, uint64_t addr, uint64_t size,
                     uint32_t stack, uint32_t pool, bool moved) {
     if constexpr (kChecked) {
       if (time > batch_latest_) batch_latest_ = time;
@@ -419,7 +436,7 @@ class Replayer {
       }
       if (__builtin_expect(id == 0, 0)) {
         if (!bad_id_events_++) bad_id_offset_ = batch_offset_;
-        after_event(time, false);
+        after_event(run, time, false);
         return;
       }
     }
@@ -440,20 +457,20 @@ class Replayer {
         }
         LiveEntry old = live_.insert(id, b);
         if (__builtin_expect(old.weight != 0, 0)) {  // a repeated id: the capture is damaged
-          live_remove<kExact>(old);
-          live_add<kExact>(b);
+          live_remove<kExact>(run, old);
+          live_add<kExact>(run, b);
         } else {
-          live_add<kExact>(b, f);
+          live_add<kExact>(run, b, f);
         }
         if (live_.size() > r_.live_blocks_peak) r_.live_blocks_peak = live_.size();
-        after_event(time, true);
+        after_event(run, time, true);
         return;
       }
       case wire::FREE: {
         LiveEntry b;
-        if (live_.erase(id, &b)) live_remove<kExact>(b);
+        if (live_.erase(id, &b)) live_remove<kExact>(run, b);
         else note_early(id, 0);
-        after_event(time, false);  // the estimate only went down
+        after_event(run, time, false);  // the estimate only went down
         return;
       }
       case wire::REALLOC: {
@@ -465,7 +482,7 @@ class Replayer {
         if (moved) ++cold_[sd].realloc_moves;
         if (!live) {
           note_early(id, size);
-          after_event(time, false);
+          after_event(run, time, false);
           return;
         }
         // The block keeps its identity and allocation stack; the realloc call counts as an
@@ -474,15 +491,15 @@ class Replayer {
         site.alloc_bytes += kExact ? double(size) : double(size) * b.weight;
         LiveEntry nb = b;
         nb.size = size;
-        live_remove<kExact>(b);
-        live_add<kExact>(nb);
-        after_event(time, true);
+        live_remove<kExact>(run, b);
+        live_add<kExact>(run, nb);
+        after_event(run, time, true);
         return;
       }
       case wire::POOL_FREE: {
         LiveEntry b;
         if (live_.erase(id, &b)) {
-          live_remove<kExact>(b);
+          live_remove<kExact>(run, b);
           PoolPlace pl;
           if (pool_place_.erase(id, &pl)) {
             auto it = pool_index_.find(pl.pool);
@@ -491,12 +508,12 @@ class Replayer {
         } else {
           note_early(id, 0);  // another thread's POOL_FREE, written before the POOL_ALLOC (as FREE)
         }
-        after_event(time, false);
+        after_event(run, time, false);
         return;
       }
-      default: after_event(time, false); return;
+      default: after_event(run, time, false); return;
     }
-    after_event(time, false);  // an ALLOC whose block was freed before it (early_end)
+    after_event(run, time, false);  // an ALLOC whose block was freed before it (early_end)
   }
 
   // Events of different threads reach the file in batches, so a block freed (or resized) by
@@ -558,10 +575,9 @@ class Replayer {
   std::vector<HotFigures> hot_ = std::vector<HotFigures>(1);
   std::vector<ColdFigures> cold_ = std::vector<ColdFigures>(1);
   std::vector<uint32_t> node_of_ = std::vector<uint32_t>(1, 0);
-  uint32_t epoch_ = 0;
   // Per pool: address -> sample id of its live sampled objects (moves are by address).
   std::unordered_map<uint32_t, std::unordered_map<uint64_t, uint64_t>> pool_index_;
-  double live_bytes_ = 0;
+  Running run_;
   capture::SiteCursors cursors_;  // decode_batch's, kept from batch to batch
   uint64_t batch_latest_ = 0;  // the batch's latest time (see_time once per batch)
   uint64_t batch_nodes_ = 0;   // stack nodes defined before the batch

@@ -2,18 +2,21 @@
 // event kind, handing each event to a visitor as plain arguments (no Event struct to fill and
 // read back, no per-event error-string check, one branch per column read).
 //
-// It needs kDecodePadding readable bytes after the batch (the reader's frame buffer has them,
+// Two loops. A batch of the kinds the shim writes for ordinary blocks, whose columns were counted
+// to hold every value its kinds read (detail::columns_suffice), is read without comparing any
+// value with its column's end: no read can pass it. Any other batch takes the checked loop,
+// which needs kDecodePadding readable bytes after the batch (the reader's frame buffer has them,
 // see CaptureReader::set_raw_events_handler): a varint is read without looking at its column's
 // end, and the column's end is checked once afterwards. A varint that runs past its column's end
 // reads at most 10 bytes, so it stays inside the padding; the bytes read past the end only ever
 // decide that the column ended, which is what the bounds-checked decoder (event_decoder.h)
-// decides for them too. Events, their order and the errors are those of RawEventDecoder
-// (tests/unit/batch_decoder_test.cc checks it on random and damaged batches).
+// decides for them too. Both loops give the events, their order and the errors of
+// RawEventDecoder (tests/unit/batch_decoder_test.cc checks it on random and damaged batches).
 #pragma once
 #include <cstdint>
 #include <cstring>
 #include <string>
-#ifdef __SSE2__
+#if defined(__SSE2__) && defined(__x86_64__)
 #include <emmintrin.h>
 #endif
 
@@ -59,13 +62,13 @@ __attribute__((always_inline)) inline Varint varint(const uint8_t *p) {
   return varint_long(p, v - (uint64_t(0x80) << 14));
 }
 
-// Varints that end in [p, end): bytes without the continuation bit. SSE2 (every x86-64 has it):
-// per 16 bytes a compare and a subtract into byte counters, summed every 255 rounds; the
-// compiler's own vectorisation of the plain loop widened every count to 64 bits (a fifth of the
-// batch decoder's instructions went to counting).
+// Varints that end in [p, end): bytes without the continuation bit. With SSE2 on x86-64 (which
+// always has it): per 16 bytes a compare and a subtract into byte counters, summed every 255
+// rounds; the compiler's own vectorisation of the plain loop widened every count to 64 bits (a
+// fifth of the batch decoder's instructions went to counting).
 inline size_t varint_ends(const uint8_t *p, const uint8_t *end) {
   size_t n = 0;
-#ifdef __SSE2__
+#if defined(__SSE2__) && defined(__x86_64__)
   const __m128i minus_one = _mm_set1_epi8(-1), zero = _mm_setzero_si128();
   while (end - p >= 16) {
     __m128i acc = zero;
@@ -83,14 +86,6 @@ inline size_t varint_ends(const uint8_t *p, const uint8_t *end) {
 
 }  // namespace detail
 
-// Decodes the batch `cols` (kDecodePadding readable bytes after it). Calls, per event, in order:
-//   v.alloc(time, id, size, stack)                 ALLOC, ALLOC_MALLOC .. ALLOC_NEW_ARRAY
-//   v.free(time, id)                               FREE
-//   v.realloc(time, id, size, stack, moved)        REALLOC, REALLOC_IN_PLACE, REALLOC_MOVED
-//   v.pool_alloc(time, id, addr, size, stack, pool) POOL_ALLOC
-//   v.pool_free(time, id, pool)                    POOL_FREE
-// (alloc_fn is read and checked, not passed: the replay does not use it.) Returns "" or the
-// error RawEventDecoder gives for the batch; events before the error were visited.
 // FREE's per-site cursors (see proto/heapsnap.proto, EventBatch), emptied every batch: kept by the
 // caller from batch to batch, a batch's own entries told apart by a generation number (16 KiB
 // cleared once, not once per batch).
@@ -138,7 +133,7 @@ inline bool columns_suffice(const RawColumns &cols) {
   if (!k) return false;
   size_t n = size_t(ke - k), frees = 0, reallocs = 0, allocs = 0;
   const uint8_t *x = k;
-#ifdef __SSE2__
+#if defined(__SSE2__) && defined(__x86_64__)
   // As varint_ends: byte counters per kind class, summed every 255 rounds. A byte over 0x7f is
   // negative here, so in no class.
   static_assert(wire::REALLOC_MOVED == wire::REALLOC_IN_PLACE + 1);
@@ -179,6 +174,14 @@ inline bool columns_suffice(const RawColumns &cols) {
 
 }  // namespace detail
 
+// Decodes the batch `cols` (kDecodePadding readable bytes after it). Calls, per event, in order:
+//   v.alloc(time, id, size, stack)                 ALLOC, ALLOC_MALLOC .. ALLOC_NEW_ARRAY
+//   v.free(time, id)                               FREE
+//   v.realloc(time, id, size, stack, moved)        REALLOC, REALLOC_IN_PLACE, REALLOC_MOVED
+//   v.pool_alloc(time, id, addr, size, stack, pool) POOL_ALLOC
+//   v.pool_free(time, id, pool)                    POOL_FREE
+// (alloc_fn is read and checked, not passed: the replay does not use it.) Returns "" or the
+// error RawEventDecoder gives for the batch; events before the error were visited.
 template <typename Visitor>
 __attribute__((always_inline)) inline std::string decode_batch(const RawColumns &cols, SiteCursors &cursors,
                                                               Visitor &v) {

@@ -138,8 +138,11 @@ TEST_CASE("batch decoder: the unchecked loop, on batches of the shim's kinds") {
     RawColumns cols;
     REQUIRE(cols.parse(reinterpret_cast<const uint8_t *>(bytes.data()), bytes.size()));
     if (round % 2) {
-      // Continuation bits over a stretch of one value column (never the kinds).
-      heapsnap::capture::Column c = heapsnap::capture::Column(1 + rng() % (heapsnap::capture::kColumns - 1));
+      // Continuation bits over a stretch of one of the value columns these kinds read.
+      static constexpr heapsnap::capture::Column kRead[] = {heapsnap::capture::kTime, heapsnap::capture::kStack,
+                                                            heapsnap::capture::kRef, heapsnap::capture::kSize,
+                                                            heapsnap::capture::kIdDelta};
+      heapsnap::capture::Column c = kRead[rng() % (sizeof kRead / sizeof kRead[0])];
       if (cols.begin(c) && cols.end(c) > cols.begin(c)) {
         size_t from = size_t(cols.begin(c) - reinterpret_cast<const uint8_t *>(bytes.data()));
         size_t len = size_t(cols.end(c) - cols.begin(c));
@@ -160,6 +163,42 @@ TEST_CASE("batch decoder: the unchecked loop, on batches of the shim's kinds") {
   CHECK(unchecked > 2000);       // intact batches mostly take the unchecked loop
   CHECK(unchecked_errors > 50);  // and it meets overlong varints
   CHECK(errors > unchecked_errors);
+}
+
+// Columns longer than 255 rounds of 16 bytes: the SSE2 counters are summed and restarted.
+TEST_CASE("batch decoder: the unchecked loop on batches of more than 4080 bytes a column") {
+  std::mt19937_64 rng(5);
+  heapsnap::capture::SiteCursors cursors;
+  int errors = 0;
+  for (int round = 0; round < 20; ++round) {
+    wire::EventBatch b;
+    b.set_base_time_ns(wide(rng));
+    b.set_base_id(wide(rng));
+    int n = 4500 + int(rng() % 4000);
+    for (int i = 0; i < n; ++i) {
+      uint32_t k = heapsnap::testing::random_kind(rng, true);
+      b.add_kind(k);
+      b.add_time_delta_ns(wide(rng));
+      b.add_stack(uint32_t(rng() % 5));
+      if (k == wire::FREE || k == wire::REALLOC_IN_PLACE || k == wire::REALLOC_MOVED)
+        b.add_ref(int64_t(rng() % 4) * (rng() % 2 ? 1 : -1));
+      if (k != wire::FREE) b.add_size(wide(rng));
+      if (k >= wire::ALLOC_MALLOC) b.add_id_delta(int64_t(wide(rng)) * (rng() % 2 ? 1 : -1));
+    }
+    if (round % 2) b.mutable_size()->RemoveLast();  // one value short: the checked loop's error
+    std::string bytes = b.SerializeAsString();
+    std::unique_ptr<uint8_t[]> buf(new uint8_t[bytes.size() + heapsnap::capture::kDecodePadding]);
+    memcpy(buf.get(), bytes.data(), bytes.size());
+    memset(buf.get() + bytes.size(), 0, heapsnap::capture::kDecodePadding);
+    RawColumns cols;
+    REQUIRE(cols.parse(buf.get(), bytes.size()));
+    CHECK(size_t(cols.end(heapsnap::capture::kKind) - cols.begin(heapsnap::capture::kKind)) > 4080);
+    // Whole batches take the unchecked loop; one size short, the checked one, and its error.
+    CHECK(heapsnap::capture::detail::columns_suffice(cols) == (round % 2 == 0));
+    int got = compare(bytes, cursors, &errors);
+    if (round % 2 == 0) CHECK(got == n);
+  }
+  CHECK(errors == 10);
 }
 
 TEST_CASE("batch decoder: varints of every length at a column's end") {

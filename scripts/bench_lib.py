@@ -37,6 +37,9 @@ import tempfile
 import threading
 import time
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import bench_fastpath  # noqa: E402 (beside this file)
+
 TCMALLOC = "/usr/lib/x86_64-linux-gnu/libtcmalloc.so.4"
 PYTHON = "/usr/bin/python3"
 
@@ -435,8 +438,6 @@ class Bench:
         wl = [x for x in self.workloads if x.name == "stress" and "hs" in x.tools]
         if not wl or self.quick:
             return None
-        sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-        import bench_fastpath
         work = os.path.join(self.work, "fastpath")
         os.makedirs(work, exist_ok=True)
         log("bench: callgrind profile of the stress (native, unsampled, default)")
@@ -763,8 +764,8 @@ class Bench:
         if "error" in p:
             return L + ["The callgrind profile failed: %s" % p["error"], ""]
         base = p["native"]
-        fast, sampled = p["unsampled"] - base, p["default"] - p["unsampled"]
-        allowance = 0.10 * base
+        b = bench_fastpath.stress_budget(p)
+        fast, sampled, allowance = b["fast"], b["sampled"], b["allowance"]
         L.append("Instructions per operation of `stress_threads 2 N` under callgrind (one operation is one malloc, "
                  "realloc or free call; (Ir(N=300,000) − Ir(N=100,000)) / 400,000 operations, so start-up and exit "
                  "cancel out; `scripts/bench --fastpath --stress` prints the same):")

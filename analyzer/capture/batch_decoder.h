@@ -16,9 +16,6 @@
 #include <cstdint>
 #include <cstring>
 #include <string>
-#if defined(__SSE2__) && defined(__x86_64__)
-#include <emmintrin.h>
-#endif
 
 #include "capture/event_columns.h"
 
@@ -62,28 +59,6 @@ __attribute__((always_inline)) inline Varint varint(const uint8_t *p) {
   return varint_long(p, v - (uint64_t(0x80) << 14));
 }
 
-// Varints that end in [p, end): bytes without the continuation bit. With SSE2 on x86-64 (which
-// always has it): per 16 bytes a compare and a subtract into byte counters, summed every 255
-// rounds; the compiler's own vectorisation of the plain loop widened every count to 64 bits (a
-// fifth of the batch decoder's instructions went to counting).
-inline size_t varint_ends(const uint8_t *p, const uint8_t *end) {
-  size_t n = 0;
-#if defined(__SSE2__) && defined(__x86_64__)
-  const __m128i minus_one = _mm_set1_epi8(-1), zero = _mm_setzero_si128();
-  while (end - p >= 16) {
-    __m128i acc = zero;
-    for (int r = 0; r < 255 && end - p >= 16; ++r, p += 16) {
-      __m128i b = _mm_loadu_si128(reinterpret_cast<const __m128i *>(p));
-      acc = _mm_sub_epi8(acc, _mm_cmpgt_epi8(b, minus_one));  // -(-1) per byte under 0x80
-    }
-    __m128i sums = _mm_sad_epu8(acc, zero);
-    n += size_t(_mm_cvtsi128_si64(sums)) + size_t(_mm_cvtsi128_si64(_mm_unpackhi_epi64(sums, sums)));
-  }
-#endif
-  for (; p < end; ++p) n += *p < 0x80;
-  return n;
-}
-
 }  // namespace detail
 
 // FREE's per-site cursors (see proto/heapsnap.proto, EventBatch), emptied every batch: kept by the
@@ -114,14 +89,6 @@ class SiteCursors {
 
 namespace detail {
 
-// The error for a column that ends (or holds an overlong varint) at event i, whose kind varint
-// ended just before kind_p: RawColumns::kind_count()'s events, this one's included.
-inline std::string short_column_error(uint64_t i, const uint8_t *kind_p, const uint8_t *kind_end) {
-  uint64_t n = i + 1;
-  for (const uint8_t *x = kind_p; x < kind_end; ++x) n += *x < 0x80;
-  return "a column ends before event " + std::to_string(i) + " of " + std::to_string(n);
-}
-
 // Whether a batch holds only the format-2 kinds the shim writes
 // for ordinary blocks (FREE, REALLOC_IN_PLACE, REALLOC_MOVED, ALLOC_MALLOC .. ALLOC_NEW_ARRAY),
 // each one byte, and every column holds at least the varints those kinds read. Then decode_batch
@@ -134,7 +101,7 @@ inline bool columns_suffice(const RawColumns &cols) {
   size_t n = size_t(ke - k), frees = 0, reallocs = 0, allocs = 0;
   const uint8_t *x = k;
 #if defined(__SSE2__) && defined(__x86_64__)
-  // As varint_ends: byte counters per kind class, summed every 255 rounds. A byte over 0x7f is
+  // As varint_ends (varint.h): byte counters per kind class, summed every 255 rounds. A byte over 0x7f is
   // negative here, so in no class.
   static_assert(wire::REALLOC_MOVED == wire::REALLOC_IN_PLACE + 1);
   const __m128i zero = _mm_setzero_si128(), k_free = _mm_set1_epi8(wire::FREE),
@@ -148,13 +115,9 @@ inline bool columns_suffice(const RawColumns &cols) {
       r = _mm_sub_epi8(r, _mm_or_si128(_mm_cmpeq_epi8(b, k_in_place), _mm_cmpeq_epi8(b, k_moved)));
       a = _mm_sub_epi8(a, _mm_and_si128(_mm_cmpgt_epi8(b, k_below), _mm_cmpgt_epi8(k_above, b)));
     }
-    auto sum = [&](__m128i c) {
-      __m128i s = _mm_sad_epu8(c, zero);
-      return size_t(_mm_cvtsi128_si64(s)) + size_t(_mm_cvtsi128_si64(_mm_unpackhi_epi64(s, s)));
-    };
-    frees += sum(f);
-    reallocs += sum(r);
-    allocs += sum(a);
+    frees += sum_byte_lanes(f);
+    reallocs += sum_byte_lanes(r);
+    allocs += sum_byte_lanes(a);
   }
 #endif
   for (; x < ke; ++x) {
@@ -321,9 +284,12 @@ __attribute__((always_inline)) inline std::string decode_batch(const RawColumns 
 #undef HS_TAKE
 short_time:
   return "time column too short";
-short_column:
-  // The unchecked loop leaves kind.p at the batch's first kind (event i's is kind.p[i]).
-  return detail::short_column_error(i, kind.p + (unchecked ? i + 1 : 0), kind.end);
+short_column: {
+  // RawColumns::kind_count(): the kinds taken (this event's included) and those left. The
+  // unchecked loop leaves kind.p at the batch's first kind (event i's is kind.p[i]).
+  uint64_t n = i + 1 + varint_ends(kind.p + (unchecked ? i + 1 : 0), kind.end);
+  return "a column ends before event " + std::to_string(i) + " of " + std::to_string(n);
+}
 }
 
 }  // namespace heapsnap::capture

@@ -109,11 +109,7 @@ class RawColumns {
   const uint8_t *begin(Column c) const { return col_[c].p; }
   const uint8_t *end(Column c) const { return col_[c].end; }
   // Events in the batch: varints left in the kind column, plus those taken (only for messages).
-  size_t kind_count() const {
-    size_t n = kinds_taken_;
-    for (const uint8_t *q = col_[kKind].p; q < col_[kKind].end; ++q) n += *q < 0x80;
-    return n;
-  }
+  size_t kind_count() const { return kinds_taken_ + varint_ends(col_[kKind].p, col_[kKind].end); }
 
   template <Column C>
   __attribute__((always_inline)) bool take(uint64_t *v) {

@@ -150,10 +150,7 @@ TEST_CASE("batch decoder: the unchecked loop, on batches of the shim's kinds") {
         for (size_t k = at; k < from + len && k < at + run; ++k) bytes[k] = char(uint8_t(bytes[k]) | 0x80);
       }
     }
-    std::unique_ptr<uint8_t[]> buf(new uint8_t[bytes.size() + heapsnap::capture::kDecodePadding]);
-    memcpy(buf.get(), bytes.data(), bytes.size());
-    memset(buf.get() + bytes.size(), 0, heapsnap::capture::kDecodePadding);
-    REQUIRE(cols.parse(buf.get(), bytes.size()));
+    // (The corruption keeps every column's span: cols still reads the batch as it now is.)
     bool fast = heapsnap::capture::detail::columns_suffice(cols);
     int before = errors;
     REQUIRE(compare(bytes, cursors, &errors) >= 0);
@@ -187,11 +184,8 @@ TEST_CASE("batch decoder: the unchecked loop on batches of more than 4080 bytes 
     }
     if (round % 2) b.mutable_size()->RemoveLast();  // one value short: the checked loop's error
     std::string bytes = b.SerializeAsString();
-    std::unique_ptr<uint8_t[]> buf(new uint8_t[bytes.size() + heapsnap::capture::kDecodePadding]);
-    memcpy(buf.get(), bytes.data(), bytes.size());
-    memset(buf.get() + bytes.size(), 0, heapsnap::capture::kDecodePadding);
     RawColumns cols;
-    REQUIRE(cols.parse(buf.get(), bytes.size()));
+    REQUIRE(cols.parse(reinterpret_cast<const uint8_t *>(bytes.data()), bytes.size()));
     CHECK(size_t(cols.end(heapsnap::capture::kKind) - cols.begin(heapsnap::capture::kKind)) > 4080);
     // Whole batches take the unchecked loop; one size short, the checked one, and its error.
     CHECK(heapsnap::capture::detail::columns_suffice(cols) == (round % 2 == 0));

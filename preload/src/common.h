@@ -11,6 +11,9 @@
 #define HS_INLINE inline __attribute__((always_inline))
 #define HS_EXPORT extern "C" __attribute__((visibility("default")))
 #define HS_TLS __attribute__((tls_model("initial-exec")))
+// On the declaration of a global the fast paths read: -fvisibility=hidden covers only definitions,
+// so without it every use in another file loads the address from the GOT first.
+#define HS_HIDDEN __attribute__((visibility("hidden")))
 
 namespace hs {
 

@@ -25,7 +25,7 @@
 namespace hs::info {
 
 extern WordMap words;
-extern bool enabled;
+extern bool enabled HS_HIDDEN;
 
 // Chooses the unit (before the first slot is written): 32 bytes if the allocator allows it.
 void init(bool glibc_layout);

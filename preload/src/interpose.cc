@@ -33,7 +33,7 @@ enum Fn : uint8_t { kMalloc = 0, kCalloc = 1, kReallocFn = 2, kMemalign = 3, kNe
 // program interrupted the tracer. Counted in the global totals (like on_free's nested case),
 // never sampled.
 HS_NOINLINE void count_nested_alloc(void *p, size_t size) {
-  if (!shadow::mark(p, size, usable::of(p), false)) return;
+  if (!shadow::mark(p, size, usable::shadow_base(p), false)) return;
   g_totals.alloc_calls.fetch_add(1, std::memory_order_relaxed);
   g_totals.bytes_allocated.fetch_add(size, std::memory_order_relaxed);
   g_totals.heap.fetch_add(int64_t(size), std::memory_order_relaxed);
@@ -46,11 +46,11 @@ HS_INLINE void on_alloc(void *p, size_t size, uint8_t fn, uintptr_t ra) {
     if (t.sampling) count_nested_alloc(p, size);
     return;
   }
-  size_t usable = usable::of(p);
+  size_t base = usable::shadow_base(p);
   t.countdown -= int64_t(size);
   bool sampled = false;
   if (HS_UNLIKELY(t.countdown <= 0)) sampled = reach_sample_point(t, size);
-  if (HS_UNLIKELY(!shadow::mark(p, size, usable, sampled))) return;
+  if (HS_UNLIKELY(!shadow::mark(p, size, base, sampled))) return;
   if (HS_UNLIKELY(info::enabled)) info::record(p, call_sites::intern(ra), uint32_t(coarse_rel_ns() / 1000000));
   account_alloc(t, size);
   if (HS_UNLIKELY(sampled)) record_alloc(t, p, size, fn, ra);
@@ -66,7 +66,7 @@ HS_INLINE void on_free(void *p) {
     if (!t.guard) bump(t.counters.foreign_frees, 1);
     return;
   }
-  size_t size = shadow::requested_size(p, v, usable::of(p));
+  size_t size = shadow::requested_size(p, v, usable::shadow_base(p));
   // Cleared before the real free: once freed, another thread may get this address and mark it.
   shadow::clear(p, s, v);
   if (HS_UNLIKELY(t.guard) || HS_UNLIKELY(!t.state && !ensure_thread(t))) {
@@ -93,23 +93,22 @@ HS_INLINE void on_free(void *p) {
 enum FastResult { kFastDone = 0, kFastSlow = 1, kFastFold = 2 };
 
 HS_INLINE int alloc_fast(ThreadLocal &t, void *p, size_t n) {
-  if (HS_UNLIKELY(!g_fast_path.load(std::memory_order_relaxed))) return kFastSlow;
   if (HS_UNLIKELY(!p || t.guard)) return kFastSlow;
   int64_t c = t.countdown - int64_t(n);
   if (HS_UNLIKELY(c <= 0)) return kFastSlow;
-  uint8_t *s = shadow::find(p);
+  uint8_t *s = shadow::find_fast(p);  // nullptr too when the fast paths are off
   if (HS_UNLIKELY(!s)) return kFastSlow;
-  size_t slack = usable::glibc_usable(p) - n;
-  if (HS_UNLIKELY(slack >= 126)) return kFastSlow;
+  size_t code = usable::glibc_shadow_base(p) - n;  // slack + 1
+  if (HS_UNLIKELY(code >= shadow::kLargeSlack)) return kFastSlow;
   // Committed from here on (each update is one instruction: see thread_state.h).
   t.countdown = c;
-  shadow::set(s, uint8_t(slack + 1));
+  shadow::set(s, uint8_t(code));
   bump(t.counters.alloc_calls, 1);
   bump(t.counters.bytes_allocated, n);
   int64_t d = add_local(t.counters.heap_delta, int64_t(n));
   if (d > t.heap_delta_max) {
     store_relaxed(t.heap_delta_max, d);
-    if (HS_UNLIKELY(d >= kFoldBytes)) return kFastFold;
+    if (HS_UNLIKELY(d >= kFoldBytes + kHeapBias)) return kFastFold;
   }
   return kFastDone;
 }
@@ -117,19 +116,17 @@ HS_INLINE int alloc_fast(ThreadLocal &t, void *p, size_t n) {
 // The free of a tracked, unsampled block whose slack fits its shadow byte; kFastSlow (nothing
 // done yet) for everything else.
 HS_INLINE int free_fast(ThreadLocal &t, void *p) {
-  if (HS_UNLIKELY(!g_fast_path.load(std::memory_order_relaxed))) return kFastSlow;
   if (HS_UNLIKELY(t.guard || !t.state)) return kFastSlow;
-  uint8_t *s = shadow::find(p);
+  uint8_t *s = shadow::find_fast(p);  // nullptr too when the fast paths are off
   if (HS_UNLIKELY(!s)) return kFastSlow;
   uint8_t v = shadow::get(s);
   // 1..126: a tracked block, not sampled, slack in the byte itself.
   if (HS_UNLIKELY(uint8_t(v - 1) >= 126)) return kFastSlow;
-  size_t size = usable::glibc_usable(p) - (v - 1);
+  size_t size = usable::glibc_shadow_base(p) - v;
   shadow::set(s, 0);  // before the real free: once freed, another thread may get this address and mark it
   bump(t.counters.free_calls, 1);
   bump(t.counters.bytes_freed, size);
-  int64_t d = add_local(t.counters.heap_delta, -int64_t(size));
-  if (HS_UNLIKELY(d <= -kFoldBytes)) return kFastFold;
+  if (HS_UNLIKELY(sub_local_le_zero(t.counters.heap_delta, int64_t(size)))) return kFastFold;
   return kFastDone;
 }
 
@@ -209,7 +206,7 @@ HS_NOINLINE void *do_realloc(void *old, size_t n, uintptr_t ra) {
   sampled_blocks::Name id{};
   bool named = false;
   if (v) {
-    old_size = shadow::requested_size(old, v, usable::of(old));
+    old_size = shadow::requested_size(old, v, usable::shadow_base(old));
     // Before the real realloc: once it returns, the old address may already be reused.
     shadow::clear(old, s, v);
     if (v & shadow::kSampledBit) {
@@ -224,7 +221,7 @@ HS_NOINLINE void *do_realloc(void *old, size_t n, uintptr_t ra) {
   }
   void *q = real::fn.realloc(old, n);
   if (!q) {
-    if (v) shadow::mark(old, old_size, usable::of(old), v & shadow::kSampledBit);
+    if (v) shadow::mark(old, old_size, usable::shadow_base(old), v & shadow::kSampledBit);
     if (named) {
       enter_sampling(t);
       sampled_blocks::insert(old, id);
@@ -247,14 +244,14 @@ HS_NOINLINE void *realloc_after(ThreadLocal &t, void *old, void *q, size_t n, ui
     on_alloc(q, n, kReallocFn, ra);
     return q;
   }
-  size_t usable = usable::of(q);
+  size_t base = usable::shadow_base(q);
   bool was_sampled = v & shadow::kSampledBit;
   bool sampled = was_sampled;
   if (!was_sampled) {
     t.countdown -= int64_t(n);
     if (HS_UNLIKELY(t.countdown <= 0)) sampled = reach_sample_point(t, n);
   }
-  if (!shadow::mark(q, n, usable, sampled && (named || !was_sampled))) {
+  if (!shadow::mark(q, n, base, sampled && (named || !was_sampled))) {
     account_free(t, old_size);
     if (named) record_free_id(t, id);
     return q;
@@ -297,12 +294,12 @@ HS_EXPORT void *realloc(void *old, size_t n) {
   // the general path).
   if (!old) return finish_alloc(real::fn.malloc(n), n, kReallocFn, RA());
   ThreadLocal &t = t_local;
-  if (HS_LIKELY(n && g_fast_path.load(std::memory_order_relaxed) && !t.guard)) {
-    uint8_t *s = shadow::find(old);
+  if (HS_LIKELY(n && !t.guard)) {
+    uint8_t *s = shadow::find_fast(old);  // nullptr too when the fast paths are off
     if (HS_LIKELY(s)) {
       uint8_t v = shadow::get(s);
       if (HS_LIKELY(uint8_t(v - 1) < 126 && t.countdown - int64_t(n) > 0)) {
-        size_t old_size = usable::glibc_usable(old) - (v - 1);
+        size_t old_size = usable::glibc_shadow_base(old) - v;
         shadow::set(s, 0);  // before the real realloc: once it returns, the old address may be reused
         void *q = real::fn.realloc(old, n);
         if (HS_UNLIKELY(!q)) {
@@ -310,12 +307,12 @@ HS_EXPORT void *realloc(void *old, size_t n) {
           return q;
         }
         uint8_t *s2 = shadow::find(q);
-        size_t slack = usable::glibc_usable(q) - n;
+        size_t code = usable::glibc_shadow_base(q) - n;
         int64_t c = t.countdown - int64_t(n);  // again: a signal handler may have moved it
-        if (HS_UNLIKELY(!s2 || slack >= 126 || c <= 0))
+        if (HS_UNLIKELY(!s2 || code >= shadow::kLargeSlack || c <= 0))
           return realloc_after(t, old, q, n, v, old_size, false, {}, 0, RA());
         t.countdown = c;
-        *s2 = uint8_t(slack + 1);
+        *s2 = uint8_t(code);
         bump(t.counters.realloc_calls, 1);
         if (q != old) bump(t.counters.realloc_moves, 1);
         account_free(t, old_size);

@@ -7,6 +7,8 @@
 #pragma once
 #include <cstddef>
 
+#include "common.h"
+
 namespace hs::real {
 
 using MallocFn = void *(*)(size_t);
@@ -30,7 +32,7 @@ struct Functions {
   UsableSizeFn usable_size;
 };
 
-extern Functions fn;
+extern Functions fn HS_HIDDEN;
 
 // Switches from the __libc_* bootstrap entry points to dlsym(RTLD_NEXT) results.
 void resolve_next();

@@ -4,12 +4,13 @@
 // Why: exact totals (current heap in requested bytes, live blocks) need each block's requested
 // size at free time. A global hash table costs a cache miss and a lock per call; the shadow byte
 // sits next to its neighbours' (16x denser than the heap itself), so it follows the program's own
-// locality. Requested size = usable size (glibc's chunk header, cheap) - slack kept here.
+// locality. Requested size = the block's base (usable_size.h: from glibc's chunk header, cheap;
+// usable size + 1 or more) - the code kept here.
 //
 // Encoding of a shadow byte:
 //   0            no block the shim saw allocated starts here
 //   bit 7        the block is sampled (its free is recorded as an event)
-//   1..126       slack (usable - requested) + 1
+//   1..126       base - requested (usable - requested + 1 for most blocks)
 //   127          large slack: the next 8 shadow bytes hold the requested size (only for blocks of
 //                at least 9 granules, whose shadow bytes past the first are otherwise unused)
 //
@@ -34,7 +35,14 @@ constexpr size_t kLeafBytes = size_t(1) << (kRegionShift - kGranuleShift);
 constexpr uint8_t kSampledBit = 0x80;
 constexpr uint8_t kLargeSlack = 127;
 
-extern std::atomic<uint8_t *> top[kTopEntries];
+extern std::atomic<uint8_t *> top[kTopEntries] HS_HIDDEN;
+
+// The table the allocation fast paths (interpose.cc) look blocks up in: `top` while they may run
+// (tracing, glibc's chunk layout, no snapshot table: set_state), a table without leaves otherwise.
+// One lookup then both finds the shadow byte and says whether the fast path applies, instead of a
+// flag tested first on every call (4 instructions of each malloc and free).
+extern std::atomic<std::atomic<uint8_t *> *> fast_top HS_HIDDEN;
+void enable_fast_paths(bool on);
 
 // A leaf of `bytes` mapped on first use (MAP_NORESERVE) and published in `slot`: threads that
 // race each map one, one wins, the others unmap theirs. The winner's leaf, or nullptr if the
@@ -54,15 +62,20 @@ T *map_leaf(std::atomic<T *> &slot, size_t bytes) {
 
 uint8_t *create_leaf(size_t index);  // slow path; nullptr if the mapping failed
 
-// Shadow byte of p, or nullptr if p has none yet (read-only lookup).
-HS_INLINE uint8_t *find(const void *p) {
+HS_INLINE uint8_t *find_in(const std::atomic<uint8_t *> *table, const void *p) {
   uint64_t a = reinterpret_cast<uint64_t>(p);
   size_t t = a >> kRegionShift;
   if (HS_UNLIKELY(t >= kTopEntries)) return nullptr;
-  uint8_t *leaf = top[t].load(std::memory_order_acquire);
+  uint8_t *leaf = table[t].load(std::memory_order_acquire);
   if (HS_UNLIKELY(!leaf)) return nullptr;
   return leaf + ((a & ((uint64_t(1) << kRegionShift) - 1)) >> kGranuleShift);
 }
+
+// Shadow byte of p, or nullptr if p has none yet (read-only lookup).
+HS_INLINE uint8_t *find(const void *p) { return find_in(top, p); }
+
+// The same for a fast path: nullptr also whenever the fast paths are off (fast_top).
+HS_INLINE uint8_t *find_fast(const void *p) { return find_in(fast_top.load(std::memory_order_relaxed), p); }
 
 // A shadow byte is handed from thread to thread through the allocator: one clears a block's byte
 // before freeing it, another marks it once malloc returned that address to it. The allocator's
@@ -83,17 +96,19 @@ HS_INLINE uint8_t *find_or_create(const void *p) {
   return leaf + ((a & ((uint64_t(1) << kRegionShift) - 1)) >> kGranuleShift);
 }
 
-// Records a block: its shadow byte (and, for large slack, the size in the following bytes).
-// Returns false if the block could not be recorded (then it is simply untracked).
-HS_INLINE bool mark(void *p, size_t requested, size_t usable, bool sampled) {
+// Records a block of `base` (usable_size.h: more than `requested`): its shadow byte (and, for large
+// slack, the size in the following bytes). Returns false if the block could not be recorded (then
+// it is simply untracked).
+HS_INLINE bool mark(void *p, size_t requested, size_t base, bool sampled) {
   uint8_t *s = find_or_create(p);
   if (HS_UNLIKELY(!s)) return false;
-  size_t slack = usable - requested;
-  if (HS_LIKELY(slack < 126)) {
-    set(s, uint8_t(slack + 1) | (sampled ? kSampledBit : 0));
+  size_t code = base - requested;
+  if (HS_LIKELY(code < kLargeSlack)) {
+    set(s, uint8_t(code) | (sampled ? kSampledBit : 0));
     return true;
   }
-  if (usable < 9 * 16) return false;  // cannot hold the size: leave untracked (never seen with glibc)
+  // The usable size is at least base - 9 (an mmapped chunk's base is 9 above it, usable_size.h).
+  if (base < 9 * 16 + 9) return false;  // cannot hold the size: leave untracked (never seen with glibc)
   // The following 8 bytes may cross into the next leaf only if p is in the last 144 bytes of a
   // 1 GiB region; find_or_create per byte keeps that case right.
   uint64_t r = requested;
@@ -108,10 +123,10 @@ HS_INLINE bool mark(void *p, size_t requested, size_t usable, bool sampled) {
   return true;
 }
 
-// Requested size of the block whose shadow byte is v (non-zero).
-HS_INLINE size_t requested_size(const void *p, uint8_t v, size_t usable) {
+// Requested size of the block of `base` whose shadow byte is v (non-zero).
+HS_INLINE size_t requested_size(const void *p, uint8_t v, size_t base) {
   uint8_t code = v & 0x7f;
-  if (HS_LIKELY(code != kLargeSlack)) return usable - (code - 1);
+  if (HS_LIKELY(code != kLargeSlack)) return base - code;
   uint64_t a = reinterpret_cast<uint64_t>(p);
   uint64_t r = 0;
   for (int i = 0; i < 8; ++i) {

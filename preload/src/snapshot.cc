@@ -288,7 +288,7 @@ HS_NOINLINE void enumerate_range(Child &c, long mi, uint64_t lo, uint64_t hi) {
         uint64_t req = 0;
         bool ok = usable > 0 && usable < (uint64_t(1) << 46) && a + usable <= m.end;
         if (HS_LIKELY(ok)) {
-          req = shadow::requested_size(reinterpret_cast<void *>(a), v, usable);
+          req = shadow::requested_size(reinterpret_cast<void *>(a), v, usable::shadow_base(reinterpret_cast<void *>(a)));
           ok = req <= usable;
         }
         if (HS_UNLIKELY(!ok)) {

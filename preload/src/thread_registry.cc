@@ -13,7 +13,7 @@
 
 namespace hs {
 
-__thread ThreadLocal t_local HS_TLS;
+__thread ThreadLocal t_local HS_TLS = initial_thread_local();
 
 namespace {
 
@@ -51,10 +51,11 @@ uint64_t read_rss() {
 }  // namespace
 
 void fold_heap(ThreadLocal &t) {
-  int64_t d = exchange_relaxed(t.counters.heap_delta, int64_t(0));
+  int64_t d = exchange_relaxed(t.counters.heap_delta, kHeapBias) - kHeapBias;
   int64_t before = g_totals.heap.fetch_add(d, std::memory_order_relaxed);
-  int64_t candidate = before + (t.heap_delta_max > d ? t.heap_delta_max : d);
-  store_relaxed(t.heap_delta_max, int64_t(0));
+  int64_t max = t.heap_delta_max - kHeapBias;
+  int64_t candidate = before + (max > d ? max : d);
+  store_relaxed(t.heap_delta_max, kHeapBias);
   int64_t peak = g_totals.peak.load(std::memory_order_relaxed);
   while (candidate > peak) {
     if (g_totals.peak.compare_exchange_weak(peak, candidate, std::memory_order_relaxed)) {
@@ -181,7 +182,7 @@ TotalsView read_totals() {
     v.foreign_frees += load_relaxed(c.foreign_frees);
     v.sampled += load_relaxed(c.sampled);
     int64_t d = load_relaxed(c.heap_delta);
-    int64_t excursion = load_relaxed(s->tls->heap_delta_max) - d;
+    int64_t excursion = load_relaxed(s->tls->heap_delta_max) - d;  // (both biased alike)
     if (excursion > best_excursion) best_excursion = excursion;
   }
   registry_unlock();

@@ -47,6 +47,27 @@ HS_INLINE void add_mem(T &a, T d) {
 #endif
 }
 HS_INLINE void bump(uint64_t &a, uint64_t d) { add_mem(a, d); }
+// Subtracts d in one instruction (as add_local) and says whether the result is <= 0, from the
+// subtraction's own flags: no reload and compare.
+HS_INLINE bool sub_local_le_zero(int64_t &a, int64_t d) {
+#if defined(__x86_64__)
+  bool le;
+  asm volatile("subq %2, %0" : "+m"(a), "=@ccle"(le) : "er"(d));
+  return le;
+#else
+  return __atomic_sub_fetch(&a, d, __ATOMIC_RELAXED) <= 0;
+#endif
+}
+
+// Heap accounting. Each thread batches its heap delta and folds it into the global figure when it
+// moves by more than kFoldBytes; the peak is exact for a single thread and within
+// threads * kFoldBytes otherwise.
+constexpr int64_t kFoldBytes = 256 * 1024;
+// heap_delta and heap_delta_max are kept kHeapBias above the thread's heap change since its last
+// fold: the TLS image starts them there (initial_thread_local) and fold_heap puts them back. A
+// free then learns whether to fold (a change of -kFoldBytes or less: a biased value <= 0) from the
+// flags of its one subtraction (sub_local_le_zero).
+constexpr int64_t kHeapBias = kFoldBytes;
 
 // Written only by the owning thread; read (relaxed) by whoever sums the totals.
 struct Counters {
@@ -58,7 +79,7 @@ struct Counters {
   uint64_t realloc_moves;
   uint64_t foreign_frees;
   uint64_t sampled;
-  int64_t heap_delta;  // not yet folded into the global heap figure
+  int64_t heap_delta;  // not yet folded into the global heap figure, + kHeapBias
 };
 
 struct ThreadState;
@@ -113,10 +134,18 @@ struct ThreadLocal {
   };
   uint8_t phase;           // ThreadPhase
   uint64_t rng;
-  int64_t heap_delta_max;  // highest heap_delta since the last fold (for an exact peak)
+  int64_t heap_delta_max;  // highest heap_delta since the last fold (for an exact peak), + kHeapBias
   ThreadState *state;
   Counters counters;
 };
+
+// Every thread's TLS starts as a copy of this (constant: no constructor, glibc copies the image).
+constexpr ThreadLocal initial_thread_local() {
+  ThreadLocal t{};
+  t.heap_delta_max = kHeapBias;
+  t.counters.heap_delta = kHeapBias;
+  return t;
+}
 
 extern __thread ThreadLocal t_local HS_TLS;
 
@@ -181,10 +210,6 @@ struct ThreadStackRange {
 };
 size_t thread_stacks(ThreadStackRange *out, size_t cap);
 
-// Heap accounting. Each thread batches its heap delta and folds it into the global figure when it
-// moves by more than kFoldBytes; the peak is exact for a single thread and within
-// threads * kFoldBytes otherwise.
-constexpr int64_t kFoldBytes = 256 * 1024;
 void fold_heap(ThreadLocal &t);
 
 HS_INLINE void account_alloc(ThreadLocal &t, uint64_t size) {
@@ -193,14 +218,13 @@ HS_INLINE void account_alloc(ThreadLocal &t, uint64_t size) {
   int64_t d = add_local(t.counters.heap_delta, int64_t(size));
   if (d > t.heap_delta_max) {
     store_relaxed(t.heap_delta_max, d);
-    if (HS_UNLIKELY(d >= kFoldBytes)) fold_heap(t);
+    if (HS_UNLIKELY(d >= kFoldBytes + kHeapBias)) fold_heap(t);
   }
 }
 HS_INLINE void account_free(ThreadLocal &t, uint64_t size) {
   bump(t.counters.free_calls, 1);
   bump(t.counters.bytes_freed, size);
-  int64_t d = add_local(t.counters.heap_delta, -int64_t(size));
-  if (HS_UNLIKELY(d <= -kFoldBytes)) fold_heap(t);
+  if (HS_UNLIKELY(sub_local_le_zero(t.counters.heap_delta, int64_t(size)))) fold_heap(t);
 }
 
 }  // namespace hs

@@ -25,7 +25,6 @@
 namespace hs {
 
 std::atomic<int> g_state{kUninit};
-std::atomic<bool> g_fast_path{false};
 uint64_t g_start_ns = 0;
 int g_pid = 0;
 GlobalTotals g_totals;
@@ -119,15 +118,14 @@ void fork_child() {
 }  // namespace
 
 void set_state(int s) {
-  if (s != kActive) g_fast_path.store(false, std::memory_order_relaxed);
+  if (s != kActive) shadow::enable_fast_paths(false);
   g_state.store(s);
-  if (s == kActive)
-    g_fast_path.store(usable::g_glibc_layout && !info::enabled, std::memory_order_relaxed);
+  if (s == kActive) shadow::enable_fast_paths(usable::g_glibc_layout && !info::enabled);
 }
 
 void stop_tracing(const char *why) {
   int expected = kActive;
-  g_fast_path.store(false, std::memory_order_relaxed);
+  shadow::enable_fast_paths(false);
   if (!g_state.compare_exchange_strong(expected, kStopped)) return;  // was not tracing
   writer_note_failure(why);
 }

@@ -17,14 +17,13 @@ enum TracerState : int {
   kStopped = 3,   // disabled, failed, or finished: calls pass through for good
 };
 
-extern std::atomic<int> g_state;
+extern std::atomic<int> g_state HS_HIDDEN;
 extern uint64_t g_start_ns;   // CLOCK_MONOTONIC at capture start
 extern int g_pid;             // pid that owns the current capture
 
 HS_INLINE bool tracing() { return g_state.load(std::memory_order_relaxed) == kActive; }
-// tracing() and the conditions of the allocation fast paths in one load (interpose.cc): glibc's
-// chunk layout for usable sizes, no snapshot table. Follows g_state (set_state).
-extern std::atomic<bool> g_fast_path;
+// Sets g_state, and with it whether the allocation fast paths run (shadow::fast_top): tracing,
+// glibc's chunk layout for usable sizes, no snapshot table.
 void set_state(int s);
 HS_INLINE uint64_t now_rel_ns() { return mono_ns() - g_start_ns; }
 HS_INLINE uint64_t coarse_rel_ns() {
@@ -43,7 +42,7 @@ struct GlobalTotals {
   std::atomic<uint32_t> live_threads{0};
   std::atomic<uint64_t> dropped_events{0};
 };
-extern GlobalTotals g_totals;
+extern GlobalTotals g_totals HS_HIDDEN;
 
 struct TotalsView {
   uint64_t time_ns, alloc_calls, free_calls, bytes_allocated, bytes_freed;

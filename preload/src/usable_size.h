@@ -11,7 +11,7 @@
 
 namespace hs::usable {
 
-extern bool g_glibc_layout;
+extern bool g_glibc_layout HS_HIDDEN;
 
 HS_INLINE size_t glibc_usable(const void *p) {
   size_t head = static_cast<const size_t *>(p)[-1];
@@ -22,6 +22,19 @@ HS_INLINE size_t glibc_usable(const void *p) {
 HS_INLINE size_t of(void *p) {
   if (HS_LIKELY(g_glibc_layout)) return glibc_usable(p);
   return real::fn.usable_size(p);
+}
+
+// A block's base for its shadow byte (shadow_map.h: requested = base - code). Under glibc's layout
+// the chunk size less 7: usable + 1 for a chunk of the heap, usable + 9 for an mmapped one (whose
+// header is a word longer), so that the fast paths compute it with no branch on the chunk's kind
+// and the code (slack + 1) with one subtraction. Otherwise usable + 1.
+HS_INLINE size_t glibc_shadow_base(const void *p) {
+  return (static_cast<const size_t *>(p)[-1] & ~size_t(7)) - 7;
+}
+
+HS_INLINE size_t shadow_base(void *p) {
+  if (HS_LIKELY(g_glibc_layout)) return glibc_shadow_base(p);
+  return real::fn.usable_size(p) + 1;
 }
 
 void init();

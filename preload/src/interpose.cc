@@ -150,14 +150,17 @@ HS_NOINLINE void free_fold(void *p) {
   real::fn.free(p);
 }
 
-HS_INLINE void *finish_alloc(void *p, size_t n, uint8_t fn, uintptr_t ra) {
+#define RA() reinterpret_cast<uintptr_t>(__builtin_return_address(0))
+
+// Only ever inlined (into the exported function): RA() in an inlined function is the return address
+// of the function it is inlined into (GCC's documented behaviour), read here on the slow branch
+// only, instead of before the fast path where it took an instruction of every call.
+HS_INLINE void *finish_alloc(void *p, size_t n, uint8_t fn) {
   int r = alloc_fast(t_local, p, n);
   if (HS_LIKELY(r == kFastDone)) return p;
   if (r == kFastFold) return alloc_fold(p);
-  return alloc_slow(p, n, fn, ra);
+  return alloc_slow(p, n, fn, RA());
 }
-
-#define RA() reinterpret_cast<uintptr_t>(__builtin_return_address(0))
 
 HS_INLINE void *do_malloc(size_t n, uint8_t fn, uintptr_t ra) {
   void *p = real::fn.malloc(n);
@@ -272,7 +275,7 @@ HS_NOINLINE void *realloc_after(ThreadLocal &t, void *old, void *q, size_t n, ui
 
 HS_EXPORT void *malloc(size_t n) {
   void *p = real::fn.malloc(n);
-  return finish_alloc(p, n, kMalloc, RA());
+  return finish_alloc(p, n, kMalloc);
 }
 
 HS_EXPORT void free(void *p) { do_free(p); }
@@ -292,7 +295,7 @@ HS_EXPORT void *realloc(void *old, size_t n) {
   // realloc(NULL, n) is malloc(n) (glibc's own realloc calls it): the malloc fast path. Programs
   // that grow buffers from nothing call it often (python, PyMem_Realloc: 0.5% of its run went to
   // the general path).
-  if (!old) return finish_alloc(real::fn.malloc(n), n, kReallocFn, RA());
+  if (!old) return finish_alloc(real::fn.malloc(n), n, kReallocFn);
   ThreadLocal &t = t_local;
   if (HS_LIKELY(n && !t.guard)) {
     uint8_t *s = shadow::find_fast(old);  // nullptr too when the fast paths are off
@@ -370,13 +373,10 @@ HS_EXPORT size_t malloc_usable_size(void *p) { return p ? real::fn.usable_size(p
 
 namespace {
 
-// libstdc++'s semantics: size 0 becomes 1; on failure, call the new_handler until it succeeds or
-// there is none.
-HS_INLINE void *new_impl(size_t n, uint8_t fn, uintptr_t ra, bool nothrow) {
-  if (n == 0) n = 1;
+// libstdc++'s semantics: on failure, call the new_handler until an allocation succeeds or there is
+// none. Out of line, so that operator new's own frame is malloc's (no registers kept for a loop).
+HS_NOINLINE void *new_retry(size_t n, uint8_t fn, uintptr_t ra, bool nothrow) {
   for (;;) {
-    void *p = real::fn.malloc(n);
-    if (HS_LIKELY(p)) return finish_alloc(p, n, fn, ra);
     std::new_handler h = std::get_new_handler();
     if (!h) {
       if (nothrow) return nullptr;
@@ -387,7 +387,19 @@ HS_INLINE void *new_impl(size_t n, uint8_t fn, uintptr_t ra, bool nothrow) {
     } else {
       h();
     }
+    if (void *p = real::fn.malloc(n)) {
+      on_alloc(p, n, fn, ra);
+      return p;
+    }
   }
+}
+
+// libstdc++'s semantics: size 0 becomes 1.
+HS_INLINE void *new_impl(size_t n, uint8_t fn, bool nothrow) {
+  if (n == 0) n = 1;
+  void *p = real::fn.malloc(n);
+  if (HS_UNLIKELY(!p)) return new_retry(n, fn, RA(), nothrow);
+  return finish_alloc(p, n, fn);
 }
 
 HS_INLINE void *new_aligned_impl(size_t n, std::align_val_t al, uint8_t fn, uintptr_t ra,
@@ -417,13 +429,13 @@ HS_INLINE void *new_aligned_impl(size_t n, std::align_val_t al, uint8_t fn, uint
 
 #define HS_NEW_EXPORT __attribute__((visibility("default")))
 
-HS_NEW_EXPORT void *operator new(size_t n) { return new_impl(n, kNew, RA(), false); }
-HS_NEW_EXPORT void *operator new[](size_t n) { return new_impl(n, kNewArray, RA(), false); }
+HS_NEW_EXPORT void *operator new(size_t n) { return new_impl(n, kNew, false); }
+HS_NEW_EXPORT void *operator new[](size_t n) { return new_impl(n, kNewArray, false); }
 HS_NEW_EXPORT void *operator new(size_t n, const std::nothrow_t &) noexcept {
-  return new_impl(n, kNew, RA(), true);
+  return new_impl(n, kNew, true);
 }
 HS_NEW_EXPORT void *operator new[](size_t n, const std::nothrow_t &) noexcept {
-  return new_impl(n, kNewArray, RA(), true);
+  return new_impl(n, kNewArray, true);
 }
 HS_NEW_EXPORT void *operator new(size_t n, std::align_val_t a) {
   return new_aligned_impl(n, a, kNew, RA(), false);

@@ -1,0 +1,118 @@
+// The pieces the allocation fast paths (interpose.cc) stand on, one thread at a time: the lookup
+// table that is also their on/off switch, a block's shadow base, and the biased heap delta whose
+// fold a free learns from the flags of its subtraction. Linked into shim_concurrency_test (the
+// shim's pieces without interpose.cc and tracer.cc, see tests/meson.build).
+#include <doctest/doctest.h>
+
+#include <cstdlib>
+#include <thread>
+
+#include "real_alloc.h"
+#include "shadow_map.h"
+#include "thread_state.h"
+#include "tracer.h"
+#include "usable_size.h"
+
+using namespace hs;
+
+namespace {
+
+void ensure_real_allocator() {
+  static bool done = false;
+  if (done) return;
+  done = true;
+  real::resolve_next();
+  usable::init();
+}
+
+bool mmapped(const void *p) { return usable::g_glibc_layout && (static_cast<const size_t *>(p)[-1] & 2); }
+
+}  // namespace
+
+TEST_CASE("shim fast paths: their lookup finds a block's shadow byte only while they are on") {
+  ensure_real_allocator();
+  void *p = real::fn.malloc(40);
+  REQUIRE(p);
+  uint8_t *s = shadow::find_or_create(p);
+  REQUIRE(s);
+  shadow::enable_fast_paths(true);
+  CHECK(shadow::find_fast(p) == s);
+  shadow::enable_fast_paths(false);
+  CHECK(shadow::find_fast(p) == nullptr);
+  CHECK(shadow::find(p) == s);  // the slow paths' lookup does not depend on the switch
+  real::fn.free(p);
+}
+
+TEST_CASE("shim fast paths: a block's shadow base, heap and mmapped chunks alike") {
+  ensure_real_allocator();
+  // Under a sanitizer the next malloc is the sanitizer's: the base is then usable + 1 everywhere.
+  MESSAGE("glibc's chunk layout: " << (usable::g_glibc_layout ? "yes" : "no"));
+  int heap_chunks = 0, mmapped_chunks = 0;
+  for (size_t n : {size_t(1), size_t(24), size_t(25), size_t(100), size_t(1000), size_t(4096), size_t(70000),
+                   size_t(300000), size_t(5000000)}) {
+    void *p = real::fn.malloc(n);
+    REQUIRE(p);
+    size_t usable = usable::of(p);
+    size_t base = usable::shadow_base(p);
+    bool mm = mmapped(p);
+    (mm ? mmapped_chunks : heap_chunks) += 1;
+    CHECK_MESSAGE(base == usable + (mm ? 9 : 1), "size " << n);
+    if (usable::g_glibc_layout) CHECK(usable::glibc_shadow_base(p) == base);
+    // Every requested size the block could hold, at both ends of the code's range and past it
+    // (large slack: the size goes to the following shadow bytes).
+    for (size_t req : {usable, usable - 1, base > 126 ? base - 126 : size_t(0), base > 127 ? base - 127 : size_t(0),
+                       size_t(1), n}) {
+      if (req > usable) continue;
+      for (bool sampled : {false, true}) {
+        REQUIRE(shadow::mark(p, req, base, sampled));
+        uint8_t *s = shadow::find(p);
+        REQUIRE(s);
+        uint8_t v = shadow::get(s);
+        CHECK(v != 0);
+        CHECK(bool(v & shadow::kSampledBit) == sampled);
+        CHECK_MESSAGE(shadow::requested_size(p, v, base) == req, "size " << n << ", requested " << req);
+        shadow::clear(p, s, v);
+        CHECK(shadow::get(s) == 0);
+      }
+    }
+    real::fn.free(p);
+  }
+  CHECK(heap_chunks > 0);
+  if (usable::g_glibc_layout) CHECK(mmapped_chunks > 0);  // 5 MB is above glibc's mmap threshold
+}
+
+TEST_CASE("shim fast paths: a thread's heap delta folds at kFoldBytes either way, from its biased start") {
+  ensure_real_allocator();
+  // A new thread: its TLS is a fresh copy of initial_thread_local().
+  std::thread([] {
+    ThreadLocal &t = t_local;
+    CHECK(t.counters.heap_delta == kHeapBias);
+    CHECK(t.heap_delta_max == kHeapBias);
+    const int64_t heap0 = g_totals.heap.load();
+    account_alloc(t, kFoldBytes - 1);
+    CHECK(g_totals.heap.load() == heap0);  // not yet
+    account_alloc(t, 1);
+    CHECK(g_totals.heap.load() == heap0 + kFoldBytes);  // folded, and the delta back at its start
+    CHECK(t.counters.heap_delta == kHeapBias);
+    CHECK(t.heap_delta_max == kHeapBias);
+    CHECK(g_totals.peak.load() >= heap0 + kFoldBytes);
+    account_free(t, kFoldBytes - 1);
+    CHECK(g_totals.heap.load() == heap0 + kFoldBytes);  // not yet
+    account_free(t, 1);
+    CHECK(g_totals.heap.load() == heap0);  // a fall of kFoldBytes folds too
+    CHECK(t.counters.heap_delta == kHeapBias);
+    // A rise and fall within kFoldBytes stays in the thread; its highest point is kept.
+    account_alloc(t, 1000);
+    account_free(t, 600);
+    CHECK(g_totals.heap.load() == heap0);
+    CHECK(t.heap_delta_max - t.counters.heap_delta == 600);
+    fold_heap(t);
+    CHECK(g_totals.heap.load() == heap0 + 400);
+    account_free(t, 400);
+    fold_heap(t);
+    CHECK(g_totals.heap.load() == heap0);
+    // The counters went to the thread, never registered: give them back for the other tests.
+    t.counters = Counters{};
+    t.counters.heap_delta = kHeapBias;
+  }).join();
+}

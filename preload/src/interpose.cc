@@ -373,81 +373,108 @@ HS_EXPORT size_t malloc_usable_size(void *p) { return p ? real::fn.usable_size(p
 
 namespace {
 
+// The shim does not link libstdc++ (a C program would load it, with its start-up work and its
+// emergency exception pool in the program's heap, for nothing). Whoever calls operator new has it
+// loaded: what a failed allocation needs from it (the new_handler, throwing std::bad_alloc,
+// catching what a handler throws for the nothrow forms) is looked up then, on that path only.
+// (RTLD_NEXT: the nothrow forms are also this shim's, which RTLD_DEFAULT would find first.)
+template <typename F>
+F libstdcxx_fn(const char *name) {
+  return reinterpret_cast<F>(dlsym(RTLD_NEXT, name));
+}
+
+[[noreturn]] void throw_bad_alloc() {
+  if (auto thrower = libstdcxx_fn<void (*)()>("_ZSt17__throw_bad_allocv")) thrower();  // std::__throw_bad_alloc
+  static const char msg[] = "heapsnap: operator new failed and libstdc++ cannot be found to throw std::bad_alloc\n";
+  (void)!write(2, msg, sizeof(msg) - 1);
+  abort();
+}
+
 // libstdc++'s semantics: on failure, call the new_handler until an allocation succeeds or there is
-// none. Out of line, so that operator new's own frame is malloc's (no registers kept for a loop).
-HS_NOINLINE void *new_retry(size_t n, uint8_t fn, uintptr_t ra, bool nothrow) {
+// none, then throw std::bad_alloc (a handler may throw it itself). Out of line, so that operator
+// new's own frame is malloc's (no registers kept for a loop).
+HS_NOINLINE void *new_retry(size_t n, size_t align, uint8_t fn, uintptr_t ra) {
+  auto get_handler = libstdcxx_fn<std::new_handler (*)()>("_ZSt15get_new_handlerv");  // std::get_new_handler
   for (;;) {
-    std::new_handler h = std::get_new_handler();
-    if (!h) {
-      if (nothrow) return nullptr;
-      throw std::bad_alloc();
-    }
-    if (nothrow) {
-      try { h(); } catch (...) { return nullptr; }
-    } else {
-      h();
-    }
-    if (void *p = real::fn.malloc(n)) {
+    std::new_handler h = get_handler ? get_handler() : nullptr;
+    if (!h) throw_bad_alloc();
+    h();
+    if (void *p = align ? real::fn.memalign(align, n) : real::fn.malloc(n)) {
       on_alloc(p, n, fn, ra);
       return p;
     }
   }
+}
+
+// The nothrow forms, once the allocation failed: libstdc++'s own, which call the throwing form
+// (this shim's, through the PLT) and turn what it throws into nullptr, as they would natively.
+HS_NOINLINE void *new_nothrow_failed(const char *next_name, size_t n, size_t align) {
+  const std::nothrow_t nothrow{};  // (std::nothrow is an object of libstdc++'s)
+  if (align) {
+    auto next = libstdcxx_fn<void *(*)(size_t, std::align_val_t, const std::nothrow_t &)>(next_name);
+    return next ? next(n, std::align_val_t(align), nothrow) : nullptr;
+  }
+  auto next = libstdcxx_fn<void *(*)(size_t, const std::nothrow_t &)>(next_name);
+  return next ? next(n, nothrow) : nullptr;
 }
 
 // libstdc++'s semantics: size 0 becomes 1.
-HS_INLINE void *new_impl(size_t n, uint8_t fn, bool nothrow) {
+HS_INLINE void *new_impl(size_t n, uint8_t fn) {
   if (n == 0) n = 1;
   void *p = real::fn.malloc(n);
-  if (HS_UNLIKELY(!p)) return new_retry(n, fn, RA(), nothrow);
+  if (HS_UNLIKELY(!p)) return new_retry(n, 0, fn, RA());
   return finish_alloc(p, n, fn);
 }
 
-HS_INLINE void *new_aligned_impl(size_t n, std::align_val_t al, uint8_t fn, uintptr_t ra,
-                                 bool nothrow) {
-  size_t align = size_t(al);
+HS_INLINE void *new_nothrow_impl(size_t n, uint8_t fn, const char *next_name) {
   if (n == 0) n = 1;
-  for (;;) {
-    void *p = real::fn.memalign(align < sizeof(void *) ? sizeof(void *) : align, n);
-    if (HS_LIKELY(p)) {
-      on_alloc(p, n, fn, ra);
-      return p;
-    }
-    std::new_handler h = std::get_new_handler();
-    if (!h) {
-      if (nothrow) return nullptr;
-      throw std::bad_alloc();
-    }
-    if (nothrow) {
-      try { h(); } catch (...) { return nullptr; }
-    } else {
-      h();
-    }
-  }
+  void *p = real::fn.malloc(n);
+  if (HS_UNLIKELY(!p)) return new_nothrow_failed(next_name, n, 0);
+  return finish_alloc(p, n, fn);
+}
+
+HS_INLINE size_t new_alignment(std::align_val_t al) {
+  size_t align = size_t(al);
+  return align < sizeof(void *) ? sizeof(void *) : align;
+}
+
+HS_INLINE void *new_aligned_impl(size_t n, std::align_val_t al, uint8_t fn) {
+  if (n == 0) n = 1;
+  size_t align = new_alignment(al);
+  void *p = real::fn.memalign(align, n);
+  if (HS_UNLIKELY(!p)) return new_retry(n, align, fn, RA());
+  on_alloc(p, n, fn, RA());
+  return p;
+}
+
+HS_INLINE void *new_aligned_nothrow_impl(size_t n, std::align_val_t al, uint8_t fn, const char *next_name) {
+  if (n == 0) n = 1;
+  size_t align = new_alignment(al);
+  void *p = real::fn.memalign(align, n);
+  if (HS_UNLIKELY(!p)) return new_nothrow_failed(next_name, n, size_t(al));
+  on_alloc(p, n, fn, RA());
+  return p;
 }
 
 }  // namespace
 
 #define HS_NEW_EXPORT __attribute__((visibility("default")))
 
-HS_NEW_EXPORT void *operator new(size_t n) { return new_impl(n, kNew, false); }
-HS_NEW_EXPORT void *operator new[](size_t n) { return new_impl(n, kNewArray, false); }
+HS_NEW_EXPORT void *operator new(size_t n) { return new_impl(n, kNew); }
+HS_NEW_EXPORT void *operator new[](size_t n) { return new_impl(n, kNewArray); }
 HS_NEW_EXPORT void *operator new(size_t n, const std::nothrow_t &) noexcept {
-  return new_impl(n, kNew, true);
+  return new_nothrow_impl(n, kNew, "_ZnwmRKSt9nothrow_t");
 }
 HS_NEW_EXPORT void *operator new[](size_t n, const std::nothrow_t &) noexcept {
-  return new_impl(n, kNewArray, true);
+  return new_nothrow_impl(n, kNewArray, "_ZnamRKSt9nothrow_t");
 }
-HS_NEW_EXPORT void *operator new(size_t n, std::align_val_t a) {
-  return new_aligned_impl(n, a, kNew, RA(), false);
-}
-HS_NEW_EXPORT void *operator new[](size_t n, std::align_val_t a) {
-  return new_aligned_impl(n, a, kNewArray, RA(), false);
-}
+HS_NEW_EXPORT void *operator new(size_t n, std::align_val_t a) { return new_aligned_impl(n, a, kNew); }
+HS_NEW_EXPORT void *operator new[](size_t n, std::align_val_t a) { return new_aligned_impl(n, a, kNewArray); }
 HS_NEW_EXPORT void *operator new(size_t n, std::align_val_t a, const std::nothrow_t &) noexcept {
-  return new_aligned_impl(n, a, kNew, RA(), true);
+  return new_aligned_nothrow_impl(n, a, kNew, "_ZnwmSt11align_val_tRKSt9nothrow_t");
 }
 HS_NEW_EXPORT void *operator new[](size_t n, std::align_val_t a, const std::nothrow_t &) noexcept {
-  return new_aligned_impl(n, a, kNewArray, RA(), true);
+  return new_aligned_nothrow_impl(n, a, kNewArray, "_ZnamSt11align_val_tRKSt9nothrow_t");
 }
 
 HS_NEW_EXPORT void operator delete(void *p) noexcept { do_free(p); }

@@ -241,6 +241,11 @@ def case_cxx(r, a):
     _, d, _ = r.delta(a.cxx_prog, "list_leak")
     check(d["leaked_blocks"] == N2 - N1 and d["leaked_bytes"] == 16 * (N2 - N1), "c++ leaked list counted exactly")
     r.same_behaviour(a.cxx_prog, "badalloc", 1)
+    # operator new's failure path: the shim links no libstdc++ and finds its pieces at run time.
+    path = r.same_behaviour(a.cxx_prog, "newhandler", 1)
+    out = r.native(a.cxx_prog, "newhandler", 1).stdout.decode()
+    check(out.count("bad_alloc after 3 handler calls") == 4 and out.count("nullptr after 1 handler calls") == 4
+          and out.count("nullptr after 0 handler calls") == 4, "c++ newhandler: native behaviour as expected:\n" + out)
     r.same_behaviour(a.cxx_prog, "aligned", 10)
 
 

@@ -377,7 +377,9 @@ def case_dlopen(r, a):
         # 12 allocations a round (constructor, plugin_work's 10, plugin_make) and a realloc.
         check(d["alloc_calls"] >= 13 * (N2 - N1), "%s: the plugin's allocations are counted (%d)" % (mode, d["alloc_calls"]))
         check(d["realloc_calls"] == N2 - N1, "%s: its realloc a round too (%d)" % (mode, d["realloc_calls"]))
-        check(last["modules"] >= 12, "%s: modules recorded (%d)" % (mode, last["modules"]))
+        # At least what every traced run maps: the program, ld.so, libc, the shim, libzstd and
+        # libunwind. (The plugin itself comes and goes between the writer's module scans.)
+        check(last["modules"] >= 6, "%s: modules recorded (%d)" % (mode, last["modules"]))
         deltas[mode] = d["alloc_calls"]
     check(deltas["dlopen"] == deltas["dlopen_deepbind"], "RTLD_DEEPBIND does not take the plugin's allocations out of sight")
     # Frames of an unloaded module: symbolising must cope.

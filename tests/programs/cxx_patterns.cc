@@ -19,6 +19,17 @@ struct Node {
 __attribute__((noinline)) static void escape(void *p) { asm volatile("" : : "r"(p) : "memory"); }
 static volatile void *sink;
 
+// For `newhandler`: a handler that gives up on its third call, and one that throws.
+static int handler_calls;
+static void handler_gives_up() {
+  if (++handler_calls == 3) std::set_new_handler(nullptr);
+}
+static void handler_throws() {
+  ++handler_calls;
+  throw std::bad_alloc();
+}
+static const size_t kHuge = size_t(1) << 62;  // no allocator can give this
+
 int main(int argc, char **argv) {
   if (argc < 3) return 2;
   long n = atol(argv[2]);
@@ -63,6 +74,40 @@ int main(int argc, char **argv) {
       puts("no throw");
     } catch (const std::bad_alloc &) {
       puts("caught bad_alloc");
+    }
+  } else if (!strcmp(m, "newhandler")) {
+    // operator new's failure path through the shim, which finds libstdc++'s pieces at run time:
+    // the handler is called until it removes itself, then std::bad_alloc; the nothrow forms give
+    // nullptr even when the handler throws.
+    const char *forms[] = {"new", "new[]", "aligned new", "aligned new[]"};
+    for (int f = 0; f < 4; ++f) {
+      handler_calls = 0;
+      std::set_new_handler(handler_gives_up);
+      try {
+        switch (f) {
+          case 0: sink = ::operator new(kHuge); break;
+          case 1: sink = ::operator new[](kHuge); break;
+          case 2: sink = ::operator new(kHuge, std::align_val_t(64)); break;
+          default: sink = ::operator new[](kHuge, std::align_val_t(64)); break;
+        }
+        printf("%s: no throw\n", forms[f]);
+      } catch (const std::bad_alloc &) {
+        printf("%s: bad_alloc after %d handler calls\n", forms[f], handler_calls);
+      }
+      for (int h = 0; h < 2; ++h) {
+        handler_calls = 0;
+        std::set_new_handler(h ? handler_throws : nullptr);
+        void *q = nullptr;
+        switch (f) {
+          case 0: q = ::operator new(kHuge, std::nothrow); break;
+          case 1: q = ::operator new[](kHuge, std::nothrow); break;
+          case 2: q = ::operator new(kHuge, std::align_val_t(64), std::nothrow); break;
+          default: q = ::operator new[](kHuge, std::align_val_t(64), std::nothrow); break;
+        }
+        printf("%s nothrow, %s: %s after %d handler calls\n", forms[f], h ? "throwing handler" : "no handler",
+               q ? "a block" : "nullptr", handler_calls);
+      }
+      std::set_new_handler(nullptr);
     }
   } else {
     return 2;

@@ -12,6 +12,7 @@
 #include "call_sites.h"
 #include "high_fd.h"
 #include "info_shadow.h"
+#include "module_map.h"
 #include "sampled_blocks.h"
 #include "sampled_path.h"
 #include "shadow_map.h"
@@ -515,6 +516,24 @@ HS_EXPORT void _Exit(int status) {
   static auto real = next_fn<void (*)(int)>("_Exit");
   real(status);
   __builtin_unreachable();
+}
+
+// --- libraries unloaded between two module scans ---------------------------------------------------
+// The writer scans the loaded modules at each flush (every 100 ms). A library opened and closed
+// between two scans (a plugin loop) was never recorded, and the frames of its sampled allocations
+// stayed unsymbolized (`?+0x7f...`). The modules are scanned again before each dlclose; the scan
+// costs a dl_iterate_phdr when nothing changed. (The analyzer maps addresses over every module the
+// capture names, the later one winning where ranges overlap: a record that comes after the
+// events it explains still serves them.)
+HS_EXPORT int dlclose(void *handle) {
+  static auto real = next_fn<int (*)(void *)>("dlclose");
+  if (tracing() && !t_local.guard) {
+    ErrnoSaver es;
+    ++t_local.guard;
+    modules::refresh(false);
+    --t_local.guard;
+  }
+  return real(handle);
 }
 
 // --- descriptors created inside the tracer --------------------------------------------------------

@@ -380,6 +380,12 @@ def case_dlopen(r, a):
         # At least what every traced run maps: the program, ld.so, libc, the shim, libzstd and
         # libunwind. (The plugin itself comes and goes between the writer's module scans.)
         check(last["modules"] >= 6, "%s: modules recorded (%d)" % (mode, last["modules"]))
+        # Each round opens and closes the plugin between two of the writer's module scans: the
+        # shim records it at dlclose, so its frames are named.
+        top = subprocess.run([a.heapsnap, "top-allocators", os.path.join(r.work, "%s-%d-1" % (mode, N2))],
+                             capture_output=True, text=True, timeout=120)
+        check(top.returncode == 0 and "plugin_work (libmisbehave_plugin.so)" in top.stdout,
+              "%s: the plugin's frames are symbolized (plugin_work)" % mode)
         deltas[mode] = d["alloc_calls"]
     check(deltas["dlopen"] == deltas["dlopen_deepbind"], "RTLD_DEEPBIND does not take the plugin's allocations out of sight")
     # Frames of an unloaded module: symbolising must cope.

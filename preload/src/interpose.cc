@@ -374,18 +374,20 @@ HS_EXPORT size_t malloc_usable_size(void *p) { return p ? real::fn.usable_size(p
 
 namespace {
 
+// The next definition of a function this shim interposes (or one it does not link: libstdc++'s).
+template <typename F>
+F next_fn(const char *name) {
+  return reinterpret_cast<F>(dlsym(RTLD_NEXT, name));
+}
+
 // The shim does not link libstdc++ (a C program would load it, with its start-up work and its
 // emergency exception pool in the program's heap, for nothing). Whoever calls operator new has it
 // loaded: what a failed allocation needs from it (the new_handler, throwing std::bad_alloc,
 // catching what a handler throws for the nothrow forms) is looked up then, on that path only.
-// (RTLD_NEXT: the nothrow forms are also this shim's, which RTLD_DEFAULT would find first.)
-template <typename F>
-F libstdcxx_fn(const char *name) {
-  return reinterpret_cast<F>(dlsym(RTLD_NEXT, name));
-}
+// (next_fn, RTLD_NEXT: the nothrow forms are also this shim's, which RTLD_DEFAULT would find first.)
 
 [[noreturn]] void throw_bad_alloc() {
-  if (auto thrower = libstdcxx_fn<void (*)()>("_ZSt17__throw_bad_allocv")) thrower();  // std::__throw_bad_alloc
+  if (auto thrower = next_fn<void (*)()>("_ZSt17__throw_bad_allocv")) thrower();  // std::__throw_bad_alloc
   static const char msg[] = "heapsnap: operator new failed and libstdc++ cannot be found to throw std::bad_alloc\n";
   (void)!write(2, msg, sizeof(msg) - 1);
   abort();
@@ -395,7 +397,7 @@ F libstdcxx_fn(const char *name) {
 // none, then throw std::bad_alloc (a handler may throw it itself). Out of line, so that operator
 // new's own frame is malloc's (no registers kept for a loop).
 HS_NOINLINE void *new_retry(size_t n, size_t align, uint8_t fn, uintptr_t ra) {
-  auto get_handler = libstdcxx_fn<std::new_handler (*)()>("_ZSt15get_new_handlerv");  // std::get_new_handler
+  auto get_handler = next_fn<std::new_handler (*)()>("_ZSt15get_new_handlerv");  // std::get_new_handler
   for (;;) {
     std::new_handler h = get_handler ? get_handler() : nullptr;
     if (!h) throw_bad_alloc();
@@ -412,47 +414,28 @@ HS_NOINLINE void *new_retry(size_t n, size_t align, uint8_t fn, uintptr_t ra) {
 HS_NOINLINE void *new_nothrow_failed(const char *next_name, size_t n, size_t align) {
   const std::nothrow_t nothrow{};  // (std::nothrow is an object of libstdc++'s)
   if (align) {
-    auto next = libstdcxx_fn<void *(*)(size_t, std::align_val_t, const std::nothrow_t &)>(next_name);
+    auto next = next_fn<void *(*)(size_t, std::align_val_t, const std::nothrow_t &)>(next_name);
     return next ? next(n, std::align_val_t(align), nothrow) : nullptr;
   }
-  auto next = libstdcxx_fn<void *(*)(size_t, const std::nothrow_t &)>(next_name);
+  auto next = next_fn<void *(*)(size_t, const std::nothrow_t &)>(next_name);
   return next ? next(n, nothrow) : nullptr;
 }
 
-// libstdc++'s semantics: size 0 becomes 1.
-HS_INLINE void *new_impl(size_t n, uint8_t fn) {
+// libstdc++'s semantics: size 0 becomes 1. nothrow_next: for a nothrow form, the name of
+// libstdc++'s definition (new_nothrow_failed); nullptr for a throwing one.
+HS_INLINE void *new_impl(size_t n, uint8_t fn, const char *nothrow_next = nullptr) {
   if (n == 0) n = 1;
   void *p = real::fn.malloc(n);
-  if (HS_UNLIKELY(!p)) return new_retry(n, 0, fn, RA());
+  if (HS_UNLIKELY(!p)) return nothrow_next ? new_nothrow_failed(nothrow_next, n, 0) : new_retry(n, 0, fn, RA());
   return finish_alloc(p, n, fn);
 }
 
-HS_INLINE void *new_nothrow_impl(size_t n, uint8_t fn, const char *next_name) {
+HS_INLINE void *new_aligned_impl(size_t n, std::align_val_t al, uint8_t fn, const char *nothrow_next = nullptr) {
   if (n == 0) n = 1;
-  void *p = real::fn.malloc(n);
-  if (HS_UNLIKELY(!p)) return new_nothrow_failed(next_name, n, 0);
-  return finish_alloc(p, n, fn);
-}
-
-HS_INLINE size_t new_alignment(std::align_val_t al) {
-  size_t align = size_t(al);
-  return align < sizeof(void *) ? sizeof(void *) : align;
-}
-
-HS_INLINE void *new_aligned_impl(size_t n, std::align_val_t al, uint8_t fn) {
-  if (n == 0) n = 1;
-  size_t align = new_alignment(al);
+  size_t align = size_t(al) < sizeof(void *) ? sizeof(void *) : size_t(al);
   void *p = real::fn.memalign(align, n);
-  if (HS_UNLIKELY(!p)) return new_retry(n, align, fn, RA());
-  on_alloc(p, n, fn, RA());
-  return p;
-}
-
-HS_INLINE void *new_aligned_nothrow_impl(size_t n, std::align_val_t al, uint8_t fn, const char *next_name) {
-  if (n == 0) n = 1;
-  size_t align = new_alignment(al);
-  void *p = real::fn.memalign(align, n);
-  if (HS_UNLIKELY(!p)) return new_nothrow_failed(next_name, n, size_t(al));
+  if (HS_UNLIKELY(!p))
+    return nothrow_next ? new_nothrow_failed(nothrow_next, n, size_t(al)) : new_retry(n, align, fn, RA());
   on_alloc(p, n, fn, RA());
   return p;
 }
@@ -464,18 +447,18 @@ HS_INLINE void *new_aligned_nothrow_impl(size_t n, std::align_val_t al, uint8_t 
 HS_NEW_EXPORT void *operator new(size_t n) { return new_impl(n, kNew); }
 HS_NEW_EXPORT void *operator new[](size_t n) { return new_impl(n, kNewArray); }
 HS_NEW_EXPORT void *operator new(size_t n, const std::nothrow_t &) noexcept {
-  return new_nothrow_impl(n, kNew, "_ZnwmRKSt9nothrow_t");
+  return new_impl(n, kNew, "_ZnwmRKSt9nothrow_t");
 }
 HS_NEW_EXPORT void *operator new[](size_t n, const std::nothrow_t &) noexcept {
-  return new_nothrow_impl(n, kNewArray, "_ZnamRKSt9nothrow_t");
+  return new_impl(n, kNewArray, "_ZnamRKSt9nothrow_t");
 }
 HS_NEW_EXPORT void *operator new(size_t n, std::align_val_t a) { return new_aligned_impl(n, a, kNew); }
 HS_NEW_EXPORT void *operator new[](size_t n, std::align_val_t a) { return new_aligned_impl(n, a, kNewArray); }
 HS_NEW_EXPORT void *operator new(size_t n, std::align_val_t a, const std::nothrow_t &) noexcept {
-  return new_aligned_nothrow_impl(n, a, kNew, "_ZnwmSt11align_val_tRKSt9nothrow_t");
+  return new_aligned_impl(n, a, kNew, "_ZnwmSt11align_val_tRKSt9nothrow_t");
 }
 HS_NEW_EXPORT void *operator new[](size_t n, std::align_val_t a, const std::nothrow_t &) noexcept {
-  return new_aligned_nothrow_impl(n, a, kNewArray, "_ZnamSt11align_val_tRKSt9nothrow_t");
+  return new_aligned_impl(n, a, kNewArray, "_ZnamSt11align_val_tRKSt9nothrow_t");
 }
 
 HS_NEW_EXPORT void operator delete(void *p) noexcept { do_free(p); }
@@ -496,13 +479,6 @@ HS_NEW_EXPORT void operator delete(void *p, size_t, std::align_val_t) noexcept {
 HS_NEW_EXPORT void operator delete[](void *p, size_t, std::align_val_t) noexcept { do_free(p); }
 
 // --- process end --------------------------------------------------------------------------------
-
-namespace {
-template <typename F>
-F next_fn(const char *name) {
-  return reinterpret_cast<F>(dlsym(RTLD_NEXT, name));
-}
-}  // namespace
 
 HS_EXPORT void _exit(int status) {
   finish_before_process_ends("_exit");

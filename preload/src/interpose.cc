@@ -104,14 +104,7 @@ HS_INLINE int alloc_fast(ThreadLocal &t, void *p, size_t n) {
   // Committed from here on (each update is one instruction: see thread_state.h).
   t.countdown = c;
   shadow::set(s, uint8_t(code));
-  bump(t.counters.alloc_calls, 1);
-  bump(t.counters.bytes_allocated, n);
-  int64_t d = add_local(t.counters.heap_delta, int64_t(n));
-  if (d > t.heap_delta_max) {
-    store_relaxed(t.heap_delta_max, d);
-    if (HS_UNLIKELY(d >= kFoldBytes + kHeapBias)) return kFastFold;
-  }
-  return kFastDone;
+  return HS_UNLIKELY(count_alloc(t, n)) ? kFastFold : kFastDone;
 }
 
 // The free of a tracked, unsampled block whose slack fits its shadow byte; kFastSlow (nothing
@@ -125,10 +118,7 @@ HS_INLINE int free_fast(ThreadLocal &t, void *p) {
   if (HS_UNLIKELY(uint8_t(v - 1) >= 126)) return kFastSlow;
   size_t size = usable::glibc_shadow_base(p) - v;
   shadow::set(s, 0);  // before the real free: once freed, another thread may get this address and mark it
-  bump(t.counters.free_calls, 1);
-  bump(t.counters.bytes_freed, size);
-  if (HS_UNLIKELY(sub_local_le_zero(t.counters.heap_delta, int64_t(size)))) return kFastFold;
-  return kFastDone;
+  return HS_UNLIKELY(count_free(t, size)) ? kFastFold : kFastDone;
 }
 
 HS_NOINLINE void *alloc_slow(void *p, size_t n, uint8_t fn, uintptr_t ra) {

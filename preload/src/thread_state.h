@@ -212,19 +212,27 @@ size_t thread_stacks(ThreadStackRange *out, size_t cap);
 
 void fold_heap(ThreadLocal &t);
 
-HS_INLINE void account_alloc(ThreadLocal &t, uint64_t size) {
+// The counter updates of an allocation or free of `size`: true when the thread's heap delta is
+// due to fold into the global figure. The fast paths (interpose.cc) fold after returning, so that
+// they make no call themselves; account_* fold at once.
+HS_INLINE bool count_alloc(ThreadLocal &t, uint64_t size) {
   bump(t.counters.alloc_calls, 1);
   bump(t.counters.bytes_allocated, size);
   int64_t d = add_local(t.counters.heap_delta, int64_t(size));
-  if (d > t.heap_delta_max) {
-    store_relaxed(t.heap_delta_max, d);
-    if (HS_UNLIKELY(d >= kFoldBytes + kHeapBias)) fold_heap(t);
-  }
+  if (d <= t.heap_delta_max) return false;
+  store_relaxed(t.heap_delta_max, d);
+  return d >= kFoldBytes + kHeapBias;
 }
-HS_INLINE void account_free(ThreadLocal &t, uint64_t size) {
+HS_INLINE bool count_free(ThreadLocal &t, uint64_t size) {
   bump(t.counters.free_calls, 1);
   bump(t.counters.bytes_freed, size);
-  if (HS_UNLIKELY(sub_local_le_zero(t.counters.heap_delta, int64_t(size)))) fold_heap(t);
+  return sub_local_le_zero(t.counters.heap_delta, int64_t(size));
+}
+HS_INLINE void account_alloc(ThreadLocal &t, uint64_t size) {
+  if (HS_UNLIKELY(count_alloc(t, size))) fold_heap(t);
+}
+HS_INLINE void account_free(ThreadLocal &t, uint64_t size) {
+  if (HS_UNLIKELY(count_free(t, size))) fold_heap(t);
 }
 
 }  // namespace hs

@@ -94,15 +94,14 @@ HS_INLINE void on_free(void *p) {
 enum FastResult { kFastDone = 0, kFastSlow = 1, kFastFold = 2 };
 
 HS_INLINE int alloc_fast(ThreadLocal &t, void *p, size_t n) {
-  if (HS_UNLIKELY(!p || t.guard)) return kFastSlow;
-  int64_t c = t.countdown - int64_t(n);
-  if (HS_UNLIKELY(c <= 0)) return kFastSlow;
+  if (HS_UNLIKELY(!p || t.guard_word)) return kFastSlow;  // in the tracer, or not registered
+  if (HS_UNLIKELY(t.countdown <= int64_t(n))) return kFastSlow;  // this one is sampled
   uint8_t *s = shadow::find_fast(p);  // nullptr too when the fast paths are off
   if (HS_UNLIKELY(!s)) return kFastSlow;
-  size_t code = usable::glibc_shadow_base(p) - n;  // slack + 1
+  size_t code = usable::glibc_shadow_base(p) - n;  // slack + 8
   if (HS_UNLIKELY(code >= shadow::kLargeSlack)) return kFastSlow;
   // Committed from here on (each update is one instruction: see thread_state.h).
-  t.countdown = c;
+  sub_mem(t.countdown, int64_t(n));
   shadow::set(s, uint8_t(code));
   return HS_UNLIKELY(count_alloc(t, n)) ? kFastFold : kFastDone;
 }
@@ -110,7 +109,7 @@ HS_INLINE int alloc_fast(ThreadLocal &t, void *p, size_t n) {
 // The free of a tracked, unsampled block whose slack fits its shadow byte; kFastSlow (nothing
 // done yet) for everything else.
 HS_INLINE int free_fast(ThreadLocal &t, void *p) {
-  if (HS_UNLIKELY(t.guard || !t.state)) return kFastSlow;
+  if (HS_UNLIKELY(t.guard_word)) return kFastSlow;  // in the tracer, or not registered (no state)
   uint8_t *s = shadow::find_fast(p);  // nullptr too when the fast paths are off
   if (HS_UNLIKELY(!s)) return kFastSlow;
   uint8_t v = shadow::get(s);
@@ -288,11 +287,11 @@ HS_EXPORT void *realloc(void *old, size_t n) {
   // the general path).
   if (!old) return finish_alloc(real::fn.malloc(n), n, kReallocFn);
   ThreadLocal &t = t_local;
-  if (HS_LIKELY(n && !t.guard)) {
+  if (HS_LIKELY(n && !t.guard_word)) {  // outside the tracer, registered
     uint8_t *s = shadow::find_fast(old);  // nullptr too when the fast paths are off
     if (HS_LIKELY(s)) {
       uint8_t v = shadow::get(s);
-      if (HS_LIKELY(uint8_t(v - 1) < 126 && t.countdown - int64_t(n) > 0)) {
+      if (HS_LIKELY(uint8_t(v - 1) < 126 && t.countdown > int64_t(n))) {
         size_t old_size = usable::glibc_shadow_base(old) - v;
         shadow::set(s, 0);  // before the real realloc: once it returns, the old address may be reused
         void *q = real::fn.realloc(old, n);
@@ -302,11 +301,11 @@ HS_EXPORT void *realloc(void *old, size_t n) {
         }
         uint8_t *s2 = shadow::find(q);
         size_t code = usable::glibc_shadow_base(q) - n;
-        int64_t c = t.countdown - int64_t(n);  // again: a signal handler may have moved it
-        if (HS_UNLIKELY(!s2 || code >= shadow::kLargeSlack || c <= 0))
+        // The countdown again: a signal handler may have moved it.
+        if (HS_UNLIKELY(!s2 || code >= shadow::kLargeSlack || t.countdown <= int64_t(n)))
           return realloc_after(t, old, q, n, v, old_size, false, {}, 0, RA());
-        t.countdown = c;
-        *s2 = uint8_t(code);
+        sub_mem(t.countdown, int64_t(n));
+        shadow::set(s2, uint8_t(code));
         bump(t.counters.realloc_calls, 1);
         if (q != old) bump(t.counters.realloc_moves, 1);
         account_free(t, old_size);

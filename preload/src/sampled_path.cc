@@ -23,15 +23,18 @@ constexpr int64_t kNeverSample = int64_t(1) << 62;
 // registration: pthread_getattr_np, pthread_setspecific): whatever is allocated under it passes
 // through uncounted, so it also runs with the program's signals blocked (see init_thread): a
 // handler's allocation would be indistinguishable from the tracer's. Guard and sampling change
-// in one store (see ThreadLocal).
+// in one store (see ThreadLocal). The scope may register the thread: the store that ends it keeps
+// the registration flag as the scope left it (no handler can change it meanwhile: the guard is
+// still up until that store).
 struct GuardScope {
   explicit GuardScope(ThreadLocal &t) : t(t), saved(load_relaxed(t.guard_word)) {
-    store_relaxed(t.guard_word, (saved & 0xffffffffu) + kGuardUnit);  // sampling 0, guard + 1
+    store_relaxed(t.guard_word, (saved & ~kSamplingMask) + kGuardUnit);  // sampling 0, guard + 1
     __atomic_signal_fence(__ATOMIC_SEQ_CST);
   }
   ~GuardScope() {
     __atomic_signal_fence(__ATOMIC_SEQ_CST);
-    store_relaxed(t.guard_word, saved);
+    uint64_t now = load_relaxed(t.guard_word);
+    store_relaxed(t.guard_word, (saved & ~kUnregisteredMask) | (now & kUnregisteredMask));
   }
   GuardScope(const GuardScope &) = delete;
   GuardScope &operator=(const GuardScope &) = delete;
@@ -83,6 +86,7 @@ bool init_thread(ThreadLocal &t) {
   t.state = s;
   t.rng = mix64(uint64_t(s->tid) ^ mono_ns() ^ reinterpret_cast<uint64_t>(&t)) | 1;
   t.phase = kThreadRegistered;
+  store_relaxed(t.unregistered, uint8_t(0));  // the fast paths may count for it from now on
   // Key destructors run in rounds; the thread re-arms its key so that it leaves the registry in
   // the last round, after other libraries' destructors had their chance to free memory.
   if (g_key_ok) pthread_setspecific(g_thread_key, reinterpret_cast<void *>(uintptr_t(1)));
@@ -158,6 +162,7 @@ void thread_exit_handler(void *value) {
   if (t.phase != kThreadRegistered) return;
   ErrnoSaver es;
   ++t.guard;  // stays set: whatever this thread allocates from now on is untracked
+  store_relaxed(t.unregistered, uint8_t(1));
   t.phase = kThreadGone;
   t.countdown = kNeverSample;
   ThreadState *s = t.state;

@@ -10,12 +10,16 @@
 // Encoding of a shadow byte:
 //   0            no block the shim saw allocated starts here
 //   bit 7        the block is sampled (its free is recorded as an event)
-//   1..126       base - requested (usable - requested + 1 for most blocks)
+//   1..126       base - requested (usable_size.h: under glibc's layout, the slack + 8 for most
+//                blocks; otherwise the slack + 1)
 //   127          large slack: the next 8 shadow bytes hold the requested size (only for blocks of
 //                at least 9 granules, whose shadow bytes past the first are otherwise unused)
 //
 // Layout: two levels, top[addr >> 30] -> leaf of 2^26 bytes (one per 1 GiB of address space),
-// leaves mmapped with MAP_NORESERVE on first use, so only touched pages cost memory.
+// leaves mmapped with MAP_NORESERVE on first use, so only touched pages cost memory. A top entry
+// holds its leaf's address less (region index << 26), so that the shadow byte of p is that entry
+// + (p >> 4): no masking of p's offset within its region (one instruction of every malloc and
+// free). leaf(t) gives the leaf's own address back.
 #pragma once
 #include <sys/mman.h>
 
@@ -35,13 +39,23 @@ constexpr size_t kLeafBytes = size_t(1) << (kRegionShift - kGranuleShift);
 constexpr uint8_t kSampledBit = 0x80;
 constexpr uint8_t kLargeSlack = 127;
 
-extern std::atomic<uint8_t *> top[kTopEntries] HS_HIDDEN;
+// Biased leaf addresses (see Layout above), 0 where no leaf is mapped yet.
+extern std::atomic<uintptr_t> top[kTopEntries] HS_HIDDEN;
+
+constexpr uintptr_t leaf_bias(size_t index) { return uintptr_t(index) << (kRegionShift - kGranuleShift); }
+
+// The leaf of region `index` (its shadow bytes, first byte for the region's first granule), or
+// nullptr if none is mapped.
+HS_INLINE uint8_t *leaf(size_t index) {
+  uintptr_t e = top[index].load(std::memory_order_acquire);
+  return e ? reinterpret_cast<uint8_t *>(e + leaf_bias(index)) : nullptr;
+}
 
 // The table the allocation fast paths (interpose.cc) look blocks up in: `top` while they may run
 // (tracing, glibc's chunk layout, no snapshot table: set_state), a table without leaves otherwise.
 // One lookup then both finds the shadow byte and says whether the fast path applies, instead of a
 // flag tested first on every call (4 instructions of each malloc and free).
-extern std::atomic<std::atomic<uint8_t *> *> fast_top HS_HIDDEN;
+extern std::atomic<const std::atomic<uintptr_t> *> fast_top HS_HIDDEN;
 void enable_fast_paths(bool on);
 
 // A leaf of `bytes` mapped on first use (MAP_NORESERVE) and published in `slot`: threads that
@@ -60,15 +74,19 @@ T *map_leaf(std::atomic<T *> &slot, size_t bytes) {
   return leaf;
 }
 
-uint8_t *create_leaf(size_t index);  // slow path; nullptr if the mapping failed
+// Slow path of find_or_create: maps p's leaf (if p is below the top of the address space and no
+// other thread mapped it first) and returns p's shadow byte; nullptr if the mapping failed.
+uint8_t *create_leaf(const void *p);
 
-HS_INLINE uint8_t *find_in(const std::atomic<uint8_t *> *table, const void *p) {
+HS_INLINE uint8_t *find_in(const std::atomic<uintptr_t> *table, const void *p) {
   uint64_t a = reinterpret_cast<uint64_t>(p);
   size_t t = a >> kRegionShift;
   if (HS_UNLIKELY(t >= kTopEntries)) return nullptr;
-  uint8_t *leaf = table[t].load(std::memory_order_acquire);
-  if (HS_UNLIKELY(!leaf)) return nullptr;
-  return leaf + ((a & ((uint64_t(1) << kRegionShift) - 1)) >> kGranuleShift);
+  uintptr_t e = table[t].load(std::memory_order_acquire);
+  if (HS_UNLIKELY(!e)) return nullptr;
+  uintptr_t s = e + (a >> kGranuleShift);
+  if (s == 0) __builtin_unreachable();  // a byte of a mapped leaf: callers' null tests fold away
+  return reinterpret_cast<uint8_t *>(s);
 }
 
 // Shadow byte of p, or nullptr if p has none yet (read-only lookup).
@@ -87,13 +105,8 @@ HS_INLINE void set(uint8_t *s, uint8_t v) { __atomic_store_n(s, v, __ATOMIC_RELA
 
 // Shadow byte of p, creating the leaf if needed; nullptr only if memory is exhausted.
 HS_INLINE uint8_t *find_or_create(const void *p) {
-  uint64_t a = reinterpret_cast<uint64_t>(p);
-  size_t t = a >> kRegionShift;
-  if (HS_UNLIKELY(t >= kTopEntries)) return nullptr;
-  uint8_t *leaf = top[t].load(std::memory_order_acquire);
-  if (HS_UNLIKELY(!leaf)) leaf = create_leaf(t);
-  if (HS_UNLIKELY(!leaf)) return nullptr;
-  return leaf + ((a & ((uint64_t(1) << kRegionShift) - 1)) >> kGranuleShift);
+  if (uint8_t *s = find_in(top, p)) return s;
+  return create_leaf(p);
 }
 
 // Records a block of `base` (usable_size.h: more than `requested`): its shadow byte (and, for large
@@ -107,8 +120,9 @@ HS_INLINE bool mark(void *p, size_t requested, size_t base, bool sampled) {
     set(s, uint8_t(code) | (sampled ? kSampledBit : 0));
     return true;
   }
-  // The usable size is at least base - 9 (an mmapped chunk's base is 9 above it, usable_size.h).
-  if (base < 9 * 16 + 9) return false;  // cannot hold the size: leave untracked (never seen with glibc)
+  // The usable size is at least base - 16 (an mmapped chunk's base is 16 above it, usable_size.h):
+  // the size bytes, in the shadow of the next 8 granules, need a block of at least 9 granules.
+  if (base < 9 * 16 + 16) return false;  // cannot hold the size: leave untracked (never seen with glibc)
   // The following 8 bytes may cross into the next leaf only if p is in the last 144 bytes of a
   // 1 GiB region; find_or_create per byte keeps that case right.
   uint64_t r = requested;

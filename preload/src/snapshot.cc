@@ -167,7 +167,7 @@ void build_exclusions(const Child &c, uint64_t arena_lo, uint64_t arena_hi) {
   g_excluded = static_cast<Range *>(heap::alloc(kMaxExcluded * sizeof(Range)));
   if (!g_excluded) return;
   for (size_t t = 0; t < shadow::kTopEntries; ++t) {
-    if (uint8_t *l = shadow::top[t].load(std::memory_order_relaxed))
+    if (uint8_t *l = shadow::leaf(t))
       g_excluded[g_nexcluded++] = {uint64_t(l), uint64_t(l) + shadow::kLeafBytes};
     // (Their words never look like pointers, bit 63 set; left out so as not to read them at all.)
     for (const WordMap *m : {&info::words, &sampled_blocks::detail::g_words})
@@ -288,7 +288,7 @@ HS_NOINLINE void enumerate_range(Child &c, long mi, uint64_t lo, uint64_t hi) {
         uint64_t req = 0;
         bool ok = usable > 0 && usable < (uint64_t(1) << 46) && a + usable <= m.end;
         if (HS_LIKELY(ok)) {
-          req = shadow::requested_size(reinterpret_cast<void *>(a), v, usable::shadow_base(reinterpret_cast<void *>(a)));
+          req = shadow::requested_size(reinterpret_cast<void *>(a), v, usable::shadow_base(reinterpret_cast<void *>(a), usable));
           ok = req <= usable;
         }
         if (HS_UNLIKELY(!ok)) {

@@ -47,6 +47,16 @@ HS_INLINE void add_mem(T &a, T d) {
 #endif
 }
 HS_INLINE void bump(uint64_t &a, uint64_t d) { add_mem(a, d); }
+// The subtraction, in one instruction too.
+template <typename T>
+HS_INLINE void sub_mem(T &a, T d) {
+#if defined(__x86_64__)
+  static_assert(sizeof(T) == 8, "64-bit counters");
+  asm volatile("subq %1, %0" : "+m"(a) : "er"(d));
+#else
+  __atomic_sub_fetch(&a, d, __ATOMIC_RELAXED);
+#endif
+}
 // Subtracts d in one instruction (as add_local) and says whether the result is <= 0, from the
 // subtraction's own flags: no reload and compare.
 HS_INLINE bool sub_local_le_zero(int64_t &a, int64_t d) {
@@ -125,10 +135,16 @@ struct ThreadLocal {
   // leave_sampling / GuardScope in sampled_path.cc): a handler landing between two separate
   // updates (guard still set, sampling already cleared) passed its allocation through uncounted
   // (issue 7's signal_alloc flake, tests/programs/signal_step.c).
+  // unregistered: 1 until the thread has a ThreadState (init_thread in sampled_path.cc) and again
+  // once it left the registry. It shares the word too, so that the fast paths learn "outside the
+  // tracer and registered" from one compare of guard_word with 0 (free tested `state` apart: 4
+  // more instructions of every free).
   union {
     struct {
       uint32_t guard;
-      uint32_t sampling;
+      uint16_t sampling;
+      uint8_t unused;
+      uint8_t unregistered;
     };
     uint64_t guard_word;
   };
@@ -144,6 +160,7 @@ constexpr ThreadLocal initial_thread_local() {
   ThreadLocal t{};
   t.heap_delta_max = kHeapBias;
   t.counters.heap_delta = kHeapBias;
+  t.unregistered = 1;
   return t;
 }
 
@@ -152,6 +169,8 @@ extern __thread ThreadLocal t_local HS_TLS;
 // guard_word units (see ThreadLocal): one level of guard, and one of guard + sampling together.
 constexpr uint64_t kGuardUnit = 1;
 constexpr uint64_t kSamplingUnit = (uint64_t(1) << 32) | kGuardUnit;
+constexpr uint64_t kSamplingMask = uint64_t(0xffff) << 32;
+constexpr uint64_t kUnregisteredMask = uint64_t(0xff) << 56;
 // Enters / leaves tracer code that makes no allocation of its own through the program's
 // allocator: nested allocations (a signal handler's) are counted, not sampled. Each is one
 // add-to-memory instruction, so a handler sees either both flags raised or neither.

@@ -25,16 +25,25 @@ HS_INLINE size_t of(void *p) {
 }
 
 // A block's base for its shadow byte (shadow_map.h: requested = base - code). Under glibc's layout
-// the chunk size less 7: usable + 1 for a chunk of the heap, usable + 9 for an mmapped one (whose
+// the chunk size itself: usable + 8 for a chunk of the heap, usable + 16 for an mmapped one (whose
 // header is a word longer), so that the fast paths compute it with no branch on the chunk's kind
-// and the code (slack + 1) with one subtraction. Otherwise usable + 1.
+// and the code (slack + 8) with one subtraction. The code is never 0 (a chunk holds at least its
+// size word more than the request) and fits the byte for every heap chunk glibc makes for a plain
+// malloc (slack at most 24). Otherwise usable + 1.
 HS_INLINE size_t glibc_shadow_base(const void *p) {
-  return (static_cast<const size_t *>(p)[-1] & ~size_t(7)) - 7;
+  return static_cast<const size_t *>(p)[-1] & ~size_t(7);
 }
 
 HS_INLINE size_t shadow_base(void *p) {
   if (HS_LIKELY(g_glibc_layout)) return glibc_shadow_base(p);
   return real::fn.usable_size(p) + 1;
+}
+
+// The same when the caller already has the block's usable size (of(p)): no second call to another
+// allocator's malloc_usable_size.
+HS_INLINE size_t shadow_base(void *p, size_t usable) {
+  if (HS_LIKELY(g_glibc_layout)) return glibc_shadow_base(p);
+  return usable + 1;
 }
 
 void init();

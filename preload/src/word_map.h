@@ -6,7 +6,7 @@
 // A unit is 32 bytes when the next allocator is glibc's (its chunks are at least 32 bytes long, so
 // no two blocks start in one unit), else a 16-byte granule (block_unit_shift()).
 //
-// Layout as the byte shadow's (shadow_map.h): top[addr >> 30] -> leaf of the words of one 1 GiB
+// Layout as the byte shadow's (shadow_map.h, entries not biased): top[addr >> 30] -> leaf of the words of one 1 GiB
 // region, mapped with MAP_NORESERVE on first use, so only touched pages cost memory. Words are
 // written by whichever thread the allocator handed the block to; the allocator orders them.
 #pragma once

@@ -608,6 +608,32 @@ TEST_CASE("shim concurrency: thread registry, threads coming and going while tot
   CHECK(g_totals.live_threads.load() == 0);
 }
 
+TEST_CASE("shim concurrency: a thread's guard word is clear exactly while it is registered and outside the tracer") {
+  ensure_tracer();
+  // The fast paths (interpose.cc) run only when guard_word is 0: a new thread must not pass
+  // (its counters are not summed until it registers), a registered one must, and one past its
+  // exit handler must not again.
+  std::thread([] {
+    ThreadLocal &t = t_local;
+    CHECK(t.guard == 0);
+    CHECK(t.unregistered == 1);
+    CHECK(t.guard_word != 0);
+    REQUIRE(ensure_thread(t) != nullptr);  // registers under GuardScope
+    CHECK(t.unregistered == 0);
+    CHECK(t.guard_word == 0);
+    enter_sampling(t);
+    CHECK(t.guard == 1);
+    CHECK(t.sampling == 1);
+    leave_sampling(t);
+    CHECK(t.guard_word == 0);
+    // The last destructor round: the thread leaves the registry.
+    thread_exit_handler(reinterpret_cast<void *>(uintptr_t(PTHREAD_DESTRUCTOR_ITERATIONS - 1)));
+    CHECK(t.unregistered == 1);
+    CHECK(t.state == nullptr);
+    CHECK(t.guard_word != 0);
+  }).join();
+}
+
 TEST_CASE("shim concurrency: 16 threads allocate, reallocate and free across threads while the writer flushes") {
   ensure_tracer();
   TotalsView before = read_totals();

@@ -56,7 +56,8 @@ TEST_CASE("shim fast paths: a block's shadow base, heap and mmapped chunks alike
     size_t base = usable::shadow_base(p);
     bool mm = mmapped(p);
     (mm ? mmapped_chunks : heap_chunks) += 1;
-    CHECK_MESSAGE(base == usable + (mm ? 9 : 1), "size " << n);
+    CHECK_MESSAGE(base == usable + (!usable::g_glibc_layout ? 1 : mm ? 16 : 8), "size " << n);
+    CHECK(usable::shadow_base(p, usable) == base);
     if (usable::g_glibc_layout) CHECK(usable::glibc_shadow_base(p) == base);
     // Every requested size the block could hold, at both ends of the code's range and past it
     // (large slack: the size goes to the following shadow bytes).
@@ -86,9 +87,9 @@ TEST_CASE("shim fast paths: a block's shadow base, heap and mmapped chunks alike
     chunk[1] = (size_t(1) << 20) | 2;  // size 1 MiB, IS_MMAPPED
     void *p = &chunk[2];
     CHECK(usable::glibc_usable(p) == (size_t(1) << 20) - 16);
-    CHECK(usable::glibc_shadow_base(p) == usable::glibc_usable(p) + 9);
+    CHECK(usable::glibc_shadow_base(p) == usable::glibc_usable(p) + 16);
     chunk[1] = (size_t(1) << 20) | 1;  // the same size in the heap, PREV_INUSE
-    CHECK(usable::glibc_shadow_base(p) == usable::glibc_usable(p) + 1);
+    CHECK(usable::glibc_shadow_base(p) == usable::glibc_usable(p) + 8);
   }
 }
 

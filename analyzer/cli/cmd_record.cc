@@ -319,6 +319,12 @@ int run(const Options &o) {
 
 }  // namespace
 
+bool command_is_record(int argc, char **argv) {
+  int i = 1;
+  while (i < argc && std::string(argv[i]).rfind("--color", 0) == 0) i += std::string(argv[i]) == "--color" ? 2 : 1;
+  return i < argc && std::string(argv[i]) == "record";
+}
+
 int split_record_command(int argc, char **argv) {
   // heapsnap record [options] [--] program args...
   // Only when record is the command: the first word that is not a global option (or --color's

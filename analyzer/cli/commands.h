@@ -14,6 +14,9 @@ constexpr int kExitCannotRun = 3;
 void add_record_command(CLI::App &app, int *rc);
 // Splits `record`'s program and arguments off argv; returns the argc CLI11 should parse.
 int split_record_command(int argc, char **argv);
+// Whether the command is record, with nothing but --color before it (no --help or --version,
+// which need every command): main then sets up record's options alone.
+bool command_is_record(int argc, char **argv);
 void add_summary_command(CLI::App &app, int *rc);
 void add_replay_commands(CLI::App &app, int *rc);  // top-allocators, leaks, peak, timeline
 void add_snapshots_command(CLI::App &app, int *rc);

@@ -102,12 +102,19 @@ constexpr int kRepetitiveLevel = 11;
 constexpr int kRepetitiveTableLog = 18;
 constexpr size_t kPoor = 4;
 constexpr int kPoorLevel = 2;
-// Where the level starts: most streams are repetitive, and a first big frame at the configured
-// level cost sqlite3's --sample-bytes 1 capture 8% (its second frame, 2 MB: 52.5 KB at level 5,
-// 19.9 KB at 11). A frame smaller than kAdaptMinInput (the first one, with the process and its
-// modules; the remainder of a flush cut at kMaxFrameInput) says too little to change the level.
-constexpr int kStartLevel = kRepetitiveLevel;
-constexpr size_t kAdaptMinInput = 64 << 10;
+// The first frame of events has no earlier frame to go by, and its level mattered: sqlite3's
+// (--sample-bytes 1, 2 MB) took 52.5 KB at level 2, where the capture's first frame (the process
+// and its modules: strings, about 2 KB) had sent it, 38.7 KB at 5 and 19.9 KB at 11; the 4-thread
+// stress's is poor at every level, and level 11 on it cost 8 instructions per operation under
+// callgrind. So the capture's first frame leaves the level alone, and the first frame of events
+// picks its own from a probe: its first kProbeBytes at level 1 (about 0.1 ms). Measured ratios of
+// that probe: sqlite3 6.3, python 3.9, the stress 2.4 (their whole frames at level 11: 105, 7 and
+// 2.5).
+constexpr size_t kProbeBytes = 64 << 10;
+constexpr size_t kProbeRepetitive = 5;
+constexpr size_t kProbePoor = 3;
+bool g_first_frame = true;   // the next frame is a capture's first (writer_open_capture)
+bool g_level_probed = false;  // the first frame of events has chosen the level
 int g_frame_level = 0;  // the level g_zstd is set to (0: the configured one, not yet changed)
 
 void set_frame_level(int level) {
@@ -119,13 +126,32 @@ void set_frame_level(int level) {
   g_frame_level = level;
 }
 
+bool adaptive_level() { return !config.zstd_level_given && config.zstd_level < kRepetitiveLevel; }
+
+// The level for the first frame of events, from its first kProbeBytes compressed at level 1.
+int probed_level(const uint8_t *data, size_t n) {
+  size_t pn = n < kProbeBytes ? n : kProbeBytes;
+  set_frame_level(1);
+  size_t pz = ZSTD_compress2(g_zstd, g_compressed->data(), ZSTD_compressBound(pn), data, pn);
+  if (ZSTD_isError(pz) || pz == 0) return config.zstd_level;
+  return pn >= kProbeRepetitive * pz                                 ? kRepetitiveLevel
+         : pn < kProbePoor * pz && config.zstd_level > kPoorLevel ? kPoorLevel
+                                                                    : config.zstd_level;
+}
+
 bool write_frame(const uint8_t *data, size_t n) {
   size_t bound = ZSTD_compressBound(n);
   g_compressed->clear();
   if (!g_compressed->reserve(bound)) return false;
+  bool first = g_first_frame;
+  g_first_frame = false;
+  if (!first && !g_level_probed && adaptive_level()) {
+    g_level_probed = true;
+    set_frame_level(probed_level(data, n));
+  }
   size_t z = ZSTD_compress2(g_zstd, g_compressed->data(), bound, data, n);
   if (ZSTD_isError(z)) return false;
-  if (!config.zstd_level_given && config.zstd_level < kRepetitiveLevel && n >= kAdaptMinInput) {
+  if (adaptive_level() && !first) {
     int next = n >= kRepetitive * z                              ? kRepetitiveLevel
                : n < kPoor * z && config.zstd_level > kPoorLevel ? kPoorLevel
                                                                  : config.zstd_level;
@@ -406,9 +432,9 @@ bool writer_open_capture(bool fork_child, int parent_pid) {
     ZSTD_CCtx_setParameter(g_zstd, ZSTD_c_compressionLevel, config.zstd_level);
     ZSTD_CCtx_setParameter(g_zstd, ZSTD_c_contentSizeFlag, 1);
     ZSTD_CCtx_setParameter(g_zstd, ZSTD_c_checksumFlag, 1);
-    if (!config.zstd_level_given && config.zstd_level < kStartLevel) set_frame_level(kStartLevel);
   }
   if (!open_output(getpid())) return false;
+  g_first_frame = true;
   write_header();
   outbox_lock();
   g_outbox->clear();

@@ -26,6 +26,7 @@
 #include <atomic>
 #include <cstdint>
 #include <cstring>
+#include <type_traits>
 
 #include "common.h"
 
@@ -58,20 +59,26 @@ HS_INLINE uint8_t *leaf(size_t index) {
 extern std::atomic<const std::atomic<uintptr_t> *> fast_top HS_HIDDEN;
 void enable_fast_paths(bool on);
 
-// A leaf of `bytes` mapped on first use (MAP_NORESERVE) and published in `slot`: threads that
-// race each map one, one wins, the others unmap theirs. The winner's leaf, or nullptr if the
-// mapping failed. (The byte shadow's leaves and WordMap's, word_map.h.)
-template <typename T>
-T *map_leaf(std::atomic<T *> &slot, size_t bytes) {
+// A leaf of `bytes` mapped on first use (MAP_NORESERVE) and published in `slot` as an entry: its
+// address less `bias` (the byte shadow's biased entries, see Layout; WordMap's, word_map.h, are
+// plain pointers). Threads that race each map one, one wins, the others unmap theirs. The winner's
+// entry, or a null one if the mapping failed. A leaf mapped at exactly the bias would make the
+// entry 0, "no leaf": it is not published (the kernel hands out addresses from the top of the
+// address space down, far above any bias).
+template <typename E>
+E map_leaf(std::atomic<E> &slot, size_t bytes, uintptr_t bias = 0) {
   void *m = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-  if (m == MAP_FAILED) return nullptr;
-  T *leaf = static_cast<T *>(m);
-  T *expected = nullptr;
-  if (!slot.compare_exchange_strong(expected, leaf, std::memory_order_acq_rel)) {
-    munmap(m, bytes);  // another thread won the race
+  if (m == MAP_FAILED) return E{};
+  uintptr_t bits = reinterpret_cast<uintptr_t>(m) - bias;
+  E entry;
+  if constexpr (std::is_pointer_v<E>) entry = reinterpret_cast<E>(bits);
+  else entry = E(bits);
+  E expected{};
+  if (bits == 0 || !slot.compare_exchange_strong(expected, entry, std::memory_order_acq_rel)) {
+    munmap(m, bytes);  // another thread won the race (or the unusable address above)
     return expected;
   }
-  return leaf;
+  return entry;
 }
 
 // Slow path of find_or_create: maps p's leaf (if p is below the top of the address space and no

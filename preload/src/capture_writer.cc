@@ -113,9 +113,10 @@ constexpr int kPoorLevel = 2;
 constexpr size_t kProbeBytes = 64 << 10;
 constexpr size_t kProbeRepetitive = 5;
 constexpr size_t kProbePoor = 3;
-bool g_first_frame = true;   // the next frame is a capture's first (writer_open_capture)
-bool g_level_probed = false;  // the first frame of events has chosen the level
-int g_frame_level = 0;  // the level g_zstd is set to (0: the configured one, not yet changed)
+bool g_first_frame = true;  // the next frame is a capture's first (writer_open_capture)
+// The level g_zstd is set to; 0 until the first frame of events has probed (a forked child keeps
+// its parent's).
+int g_frame_level = 0;
 
 void set_frame_level(int level) {
   ZSTD_CCtx_setParameter(g_zstd, ZSTD_c_compressionLevel, level);
@@ -145,17 +146,14 @@ bool write_frame(const uint8_t *data, size_t n) {
   if (!g_compressed->reserve(bound)) return false;
   bool first = g_first_frame;
   g_first_frame = false;
-  if (!first && !g_level_probed && adaptive_level()) {
-    g_level_probed = true;
-    set_frame_level(probed_level(data, n));
-  }
+  if (!first && !g_frame_level && adaptive_level()) set_frame_level(probed_level(data, n));
   size_t z = ZSTD_compress2(g_zstd, g_compressed->data(), bound, data, n);
   if (ZSTD_isError(z)) return false;
   if (adaptive_level() && !first) {
     int next = n >= kRepetitive * z                              ? kRepetitiveLevel
                : n < kPoor * z && config.zstd_level > kPoorLevel ? kPoorLevel
                                                                  : config.zstd_level;
-    if (next != (g_frame_level ? g_frame_level : config.zstd_level)) set_frame_level(next);
+    if (next != g_frame_level) set_frame_level(next);
   }
   return write_all(g_compressed->data(), z);
 }

@@ -317,20 +317,32 @@ int run(const Options &o) {
   return WIFEXITED(status) ? WEXITSTATUS(status) : 1;
 }
 
+// The index of the command: the first word that is not a global option (or --color's value).
+// *only_color: whether every option before it is --color.
+int command_index(int argc, char **argv, bool *only_color) {
+  int i = 1;
+  *only_color = true;
+  while (i < argc && argv[i][0] == '-') {
+    std::string a = argv[i];
+    if (a.rfind("--color", 0) != 0) *only_color = false;
+    i += a == "--color" ? 2 : 1;
+  }
+  return i;
+}
+
 }  // namespace
 
 bool command_is_record(int argc, char **argv) {
-  int i = 1;
-  while (i < argc && std::string(argv[i]).rfind("--color", 0) == 0) i += std::string(argv[i]) == "--color" ? 2 : 1;
-  return i < argc && std::string(argv[i]) == "record";
+  bool only_color;
+  int i = command_index(argc, argv, &only_color);
+  return only_color && i < argc && std::string(argv[i]) == "record";
 }
 
 int split_record_command(int argc, char **argv) {
   // heapsnap record [options] [--] program args...
-  // Only when record is the command: the first word that is not a global option (or --color's
-  // value). "heapsnap leaks --match record app.hsnap" must not split.
-  int i = 1;
-  while (i < argc && argv[i][0] == '-') i += std::string(argv[i]) == "--color" ? 2 : 1;
+  // Only when record is the command. "heapsnap leaks --match record app.hsnap" must not split.
+  bool only_color;
+  int i = command_index(argc, argv, &only_color);
   if (i >= argc || std::string(argv[i]) != "record") return argc;
   static const char *with_value[] = {"-o", "--output", "--sample-bytes", "--stack-depth", "--fork",
                                      "--snapshot-every", "--snapshot-heap-above", "--snapshot-rss-above",

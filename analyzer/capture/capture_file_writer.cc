@@ -24,7 +24,10 @@ CaptureFileWriter::CaptureFileWriter(const std::string &path, uint16_t major, ui
   written_ = sizeof(h);
 }
 
-CaptureFileWriter::~CaptureFileWriter() { close(); }
+CaptureFileWriter::~CaptureFileWriter() {
+  close();
+  ZSTD_freeCCtx(cctx_);
+}
 
 void CaptureFileWriter::add(const wire::Record &r) {
   std::string body = r.SerializeAsString();
@@ -38,16 +41,32 @@ void CaptureFileWriter::add(const wire::Record &r) {
   if (auto_frame_ && pending_.size() >= auto_frame_) end_frame();
 }
 
-void CaptureFileWriter::end_frame() {
-  if (!f_ || pending_.empty()) return;
-  std::vector<char> out(ZSTD_compressBound(pending_.size()));
-  ZSTD_CCtx *c = ZSTD_createCCtx();
-  ZSTD_CCtx_setParameter(c, ZSTD_c_compressionLevel, level_);
-  ZSTD_CCtx_setParameter(c, ZSTD_c_checksumFlag, 1);
-  size_t z = ZSTD_compress2(c, out.data(), out.size(), pending_.data(), pending_.size());
-  ZSTD_freeCCtx(c);
-  if (ZSTD_isError(z) || fwrite(out.data(), 1, z, f_) != z) failed_ = true;
-  written_ += z;
+void CaptureFileWriter::end_frame() { compress(true); }
+
+void CaptureFileWriter::flush() { compress(false); }
+
+void CaptureFileWriter::compress(bool end) {
+  if (!f_ || (pending_.empty() && !(end && frame_open_))) return;
+  if (!cctx_) {
+    cctx_ = ZSTD_createCCtx();
+    ZSTD_CCtx_setParameter(cctx_, ZSTD_c_compressionLevel, level_);
+    ZSTD_CCtx_setParameter(cctx_, ZSTD_c_checksumFlag, 1);
+  }
+  // As the shim's writer does (preload/src/capture_writer.cc): a frame begun and ended in one
+  // call declares its size; flushed ones do not.
+  ZSTD_inBuffer in = {pending_.data(), pending_.size(), 0};
+  std::vector<char> out(ZSTD_CStreamOutSize());
+  for (;;) {
+    ZSTD_outBuffer o = {out.data(), out.size(), 0};
+    size_t left = ZSTD_compressStream2(cctx_, &o, &in, end ? ZSTD_e_end : ZSTD_e_flush);
+    if (ZSTD_isError(left) || fwrite(out.data(), 1, o.pos, f_) != o.pos) {
+      failed_ = true;
+      break;
+    }
+    written_ += o.pos;
+    if (left == 0) break;
+  }
+  frame_open_ = !end;
   pending_.clear();
 }
 

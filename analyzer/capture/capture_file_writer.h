@@ -1,12 +1,16 @@
 // Writes a capture file from the analyzer side (libprotobuf + zstd): used by the synthetic
 // workload generator and by tests that need captures with known content. Same layout as the
-// shim's writer (see proto/heapsnap.proto): header frame, then independent zstd frames.
+// shim's writer (see proto/heapsnap.proto): header frame, then zstd frames, each of one or more
+// flushes.
 #pragma once
 #include <cstdint>
 #include <cstdio>
 #include <string>
 
 #include "heapsnap.pb.h"
+
+struct ZSTD_CCtx_s;
+typedef struct ZSTD_CCtx_s ZSTD_CCtx;
 
 namespace heapsnap::capture {
 
@@ -19,14 +23,19 @@ class CaptureFileWriter {
   bool ok() const { return f_ != nullptr && !failed_; }
 
   void add(const wire::Record &r);  // appends to the current frame
-  void end_frame();                 // compresses and writes the pending records as one frame
+  void end_frame();                 // writes the pending records and ends the frame
+  // Writes the pending records as the complete blocks of a frame that stays open (format 3).
+  void flush();
   bool close();                     // ends the last frame, closes the file
   uint64_t bytes_written() const { return written_; }
   // Frames auto-end when the pending records reach this many bytes (0 = only on end_frame()).
   void set_auto_frame_bytes(size_t n) { auto_frame_ = n; }
 
  private:
+  void compress(bool end);
   FILE *f_ = nullptr;
+  ZSTD_CCtx *cctx_ = nullptr;
+  bool frame_open_ = false;
   std::string pending_;
   bool failed_ = false;
   int level_;

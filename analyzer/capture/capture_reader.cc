@@ -8,7 +8,9 @@
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
+#define ZSTD_STATIC_LINKING_ONLY  // ZSTD_d_stableOutBuffer
 #include <zstd.h>
+#include <zstd_errors.h>
 
 #include <algorithm>
 #include <atomic>
@@ -88,6 +90,36 @@ constexpr bool kExactFrameBuffers = false;
 #else
 constexpr bool kExactFrameBuffers = false;
 #endif
+
+// The bytes of the frame at p (avail bytes, the file's end inside it) that hold its header and
+// its complete blocks: what can be decompressed of a frame cut off. 0 if its header is cut.
+// *last: they include the frame's last block (what is cut is its checksum).
+size_t complete_blocks_extent(const uint8_t *p, size_t avail, bool *last) {
+  *last = false;
+  size_t at = ZSTD_frameHeaderSize(p, avail);
+  if (ZSTD_isError(at) || at > avail) return 0;
+  while (avail - at >= 3 && !*last) {
+    uint32_t h = uint32_t(p[at]) | uint32_t(p[at + 1]) << 8 | uint32_t(p[at + 2]) << 16;
+    uint32_t type = (h >> 1) & 3, size = type == 1 ? 1 : h >> 3;  // RLE: one byte, repeated
+    if (type == 3 || avail - at - 3 < size) break;
+    at += 3 + size;
+    *last = h & 1;
+  }
+  return at;
+}
+
+// The length of the whole records at the start of data (n bytes): a cut frame's decompressed
+// blocks end inside a record, unless the cut fell where a flush ended.
+size_t whole_records(const uint8_t *data, size_t n) {
+  const uint8_t *p = data, *end = data + n;
+  uint64_t len = 0;
+  while (p < end) {
+    size_t used = record_header(p, end, &len);
+    if (!used) break;
+    p += used + len;
+  }
+  return size_t(p - data);
+}
 
 }  // namespace
 
@@ -408,10 +440,31 @@ void CaptureReader::scan(uint64_t off, Frame &f, SeenFrames &seen) {
             break;
           }
         if (!next) {
-          f.truncated = true;
-          f.skipped += avail;
-          problem(off, "file ends inside the frame at " + hex_offset(off) + " (" +
-                           std::to_string(avail) + " bytes lost): the capture was cut off");
+          // The records in its complete blocks are read: everything the writer had flushed
+          // before the cut (it flushes whole records, and a frame spans flushes). A file that
+          // ends where a flush ended (the process was killed) lost nothing: the capture is
+          // incomplete, which its missing end record says, but not damaged.
+          bool last_block = false, complete = false;
+          size_t extent = complete_blocks_extent(p, avail, &last_block), got = 0, decoded = 0;
+          const char *why = extent ? inflate(p, extent, f, &decoded, &complete) : nullptr;
+          got = why ? 0 : whole_records(f.buf.get(), decoded);
+          if (!got) {
+            f.truncated = true;
+            f.skipped += avail;
+            problem(off, "file ends inside the frame at " + hex_offset(off) + " (" + std::to_string(avail) +
+                             " bytes lost" + (why ? std::string(", its complete blocks do not decompress: ") + why : "") +
+                             "): the capture was cut off");
+            break;
+          }
+          if (extent < avail || got < decoded || last_block) {
+            f.truncated = true;
+            f.skipped += avail - extent;
+            problem(off, "file ends inside the frame at " + hex_offset(off) + ": the capture was cut off; read the " +
+                             std::to_string(got) + " bytes of whole records in its complete blocks, lost what followed (" +
+                             std::to_string(avail - extent) + " bytes of the file, " + std::to_string(decoded - got) +
+                             " bytes of a record cut in two)");
+          }
+          finish_frame(f, off, got, size_);
           break;
         }
         f.skipped += uint64_t(next - p);
@@ -454,8 +507,7 @@ void CaptureReader::scan(uint64_t off, Frame &f, SeenFrames &seen) {
     }
     seen.emplace(key, off);
     unsigned long long content = ZSTD_getFrameContentSize(p, fsize);
-    if (content == ZSTD_CONTENTSIZE_UNKNOWN || content == ZSTD_CONTENTSIZE_ERROR ||
-        content > kMaxFrameBytes) {
+    if (content == ZSTD_CONTENTSIZE_ERROR || (content != ZSTD_CONTENTSIZE_UNKNOWN && content > kMaxFrameBytes)) {
       f.skipped += fsize;
       problem(off, "frame at " + hex_offset(off) + " declares " +
                        (content > kMaxFrameBytes && content != ZSTD_CONTENTSIZE_UNKNOWN &&
@@ -465,33 +517,95 @@ void CaptureReader::scan(uint64_t off, Frame &f, SeenFrames &seen) {
       off += fsize;
       continue;
     }
-    if (f.cap < content + kRawEventsPadding) {
-      size_t want = size_t(content) + kRawEventsPadding;
-      // Grown without copying or clearing, the old buffer freed first: a vector's resize held
-      // both (4 + 8 MB at once) and zeroed what the decompressor writes anyway.
-      f.buf.reset();
-      f.cap = kExactFrameBuffers
-                  ? want
-                  : std::max(want, std::min(std::max(f.cap * 3 / 2, kWriterFrameBytes), size_t(kMaxFrameBytes)) +
-                                       kRawEventsPadding);
-      f.buf.reset(new uint8_t[f.cap]);
+    size_t got = 0;
+    const char *why = nullptr;
+    if (content == ZSTD_CONTENTSIZE_UNKNOWN) {
+      // A frame that spanned flushes (format 3): its size is known once it is decompressed.
+      bool complete = false;
+      why = inflate(p, fsize, f, &got, &complete);
+      if (!why && !complete) why = "its blocks end before the frame does";
+    } else {
+      reserve_frame(f, size_t(content));
+      got = ZSTD_decompressDCtx(dctx, f.buf.get(), size_t(content), p, fsize);
+      why = ZSTD_isError(got) ? ZSTD_getErrorName(got) : got != content ? "size mismatch" : nullptr;
     }
-    size_t got = ZSTD_decompressDCtx(dctx, f.buf.get(), size_t(content), p, fsize);
-    if (ZSTD_isError(got) || got != content) {
+    if (why) {
       f.skipped += fsize;
-      problem(off, "frame at " + hex_offset(off) + " does not decompress (" +
-                       (ZSTD_isError(got) ? ZSTD_getErrorName(got) : "size mismatch") + "); skipped");
+      problem(off, "frame at " + hex_offset(off) + " does not decompress (" + why + "); skipped");
       off += fsize;
       continue;
     }
-    memset(f.buf.get() + got, 0, kRawEventsPadding);
-    f.has_data = true;
-    f.off = off;
-    f.got = got;
-    f.next = off + fsize;
+    finish_frame(f, off, got, off + fsize);
     return;
   }
   f.last = true;
+}
+
+// A frame's buffer: room for content bytes and the padding. Grown without copying or clearing,
+// the old buffer freed first: a vector's resize held both (4 + 8 MB at once) and zeroed what the
+// decompressor writes anyway.
+void CaptureReader::reserve_frame(Frame &f, size_t content) {
+  size_t want = content + kRawEventsPadding;
+  if (f.cap >= want) return;
+  f.buf.reset();
+  f.cap = kExactFrameBuffers
+              ? want
+              : std::max(want, std::min(std::max(f.cap * 3 / 2, kWriterFrameBytes), size_t(kMaxFrameBytes)) +
+                                   kRawEventsPadding);
+  f.buf.reset(new uint8_t[f.cap]);
+}
+
+// f holds got bytes of the frame at off; scanning goes on at next.
+void CaptureReader::finish_frame(Frame &f, uint64_t off, size_t got, uint64_t next) {
+  if (kExactFrameBuffers && f.cap != got + kRawEventsPadding) {
+    // (A frame of unknown size was decompressed into a bigger buffer: sanitizer builds want the
+    // padding to end the allocation.)
+    std::unique_ptr<uint8_t[]> exact(new uint8_t[got + kRawEventsPadding]);
+    memcpy(exact.get(), f.buf.get(), got);
+    f.buf = std::move(exact);
+    f.cap = got + kRawEventsPadding;
+  }
+  memset(f.buf.get() + got, 0, kRawEventsPadding);
+  f.has_data = true;
+  f.off = off;
+  f.got = got;
+  f.next = next;
+}
+
+// Decompresses the n bytes at p (a frame, or a cut frame's header and complete blocks) into
+// f.buf, whose size it finds by trying: the writer's frame size first, then twice as much, up to
+// kMaxFrameBytes. The stream decoder writes straight into f.buf (ZSTD_d_stableOutBuffer): no
+// window buffer of the size the frame asks for, no copy. *complete: the frame ended (and its
+// checksum matched). Returns why it failed, or nullptr.
+const char *CaptureReader::inflate(const uint8_t *p, size_t n, Frame &f, size_t *got, bool *complete) {
+  auto *dctx = static_cast<ZSTD_DCtx *>(dctx_);
+  size_t room = std::max(f.cap > kRawEventsPadding ? f.cap - kRawEventsPadding : 0, kWriterFrameBytes);
+  for (;;) {
+    reserve_frame(f, room);
+    ZSTD_DCtx_reset(dctx, ZSTD_reset_session_only);
+    ZSTD_DCtx_setParameter(dctx, ZSTD_d_stableOutBuffer, 1);
+    ZSTD_inBuffer in = {p, n, 0};
+    ZSTD_outBuffer out = {f.buf.get(), f.cap - kRawEventsPadding, 0};
+    size_t left;
+    for (;;) {
+      size_t in_was = in.pos, out_was = out.pos;
+      left = ZSTD_decompressStream(dctx, &out, &in);
+      if (ZSTD_isError(left) || left == 0 || (in.pos == in_was && out.pos == out_was)) break;
+    }
+    ZSTD_DCtx_setParameter(dctx, ZSTD_d_stableOutBuffer, 0);
+    bool full = (ZSTD_isError(left) && ZSTD_getErrorCode(left) == ZSTD_error_dstSize_tooSmall) ||
+                (!ZSTD_isError(left) && left != 0 && out.pos == out.size);
+    if (full) {
+      static_assert(kMaxFrameBytes == 256u << 20, "the message below says 256 MiB");
+      if (room >= kMaxFrameBytes) return "it holds more than the limit of 256 MiB";
+      room = std::min(room * 2, size_t(kMaxFrameBytes));
+      continue;
+    }
+    if (ZSTD_isError(left)) return ZSTD_getErrorName(left);
+    *got = out.pos;
+    *complete = left == 0;
+    return nullptr;
+  }
 }
 
 // Takes in what scan() found, in file order; false when fn asked to stop.

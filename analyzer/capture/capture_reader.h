@@ -18,14 +18,14 @@ namespace heapsnap::capture {
 class DecodedBatch;  // decoded_batch.h
 struct DecodeRing;   // capture_reader.cc
 
-inline constexpr uint16_t kReaderMajor = 2;  // and every older one
+inline constexpr uint16_t kReaderMajor = 3;  // and every older one
 inline constexpr uint16_t kReaderMinor = 0;
-// A frame's decompressed size above this is treated as damage (the writer cuts at 2 MiB; 8 MiB
-// before 52f3b95).
+// A frame's decompressed size above this is treated as damage (the writer cuts at 8 MiB; 2 MiB
+// in format 2, 8 MiB before 52f3b95).
 inline constexpr uint64_t kMaxFrameBytes = 256ull << 20;
 // The writer's frames hold at most this much (preload/src/capture_writer.cc, kMaxFrameInput),
 // unless one record is bigger.
-inline constexpr size_t kWriterFrameBytes = size_t(2) << 20;
+inline constexpr size_t kWriterFrameBytes = size_t(8) << 20;
 // Zero bytes after every decompressed frame (see set_raw_events_handler).
 inline constexpr size_t kRawEventsPadding = 16;
 
@@ -125,6 +125,9 @@ class CaptureReader {
   static constexpr uint64_t kReadAheadMin = 1u << 20;
   void scan(uint64_t off, Frame &f, SeenFrames &seen);
   bool consume(Frame &f, const RecordFn &fn);
+  static void reserve_frame(Frame &f, size_t content);
+  static void finish_frame(Frame &f, uint64_t off, size_t got, uint64_t next);
+  const char *inflate(const uint8_t *p, size_t n, Frame &f, size_t *got, bool *complete);
   bool read_ahead(uint64_t start, const RecordFn &fn, SeenFrames &seen);
   void decode_ahead(const Frame &f, DecodeRing &ring, const std::function<void()> &ring_full);
   bool take_decoded(uint64_t frame_offset, uint64_t at);

@@ -77,8 +77,9 @@ def soft_check(cond, msg):
 
 # --- the zstd frame format ---------------------------------------------------------------------
 
-def frame_size(data, off):
-    """Length of the frame at data[off:], from the zstd frame format (RFC 8878), or None if the
+def walk_frame(data, off):
+    """(length, [block ends], first block's start) of the frame at data[off:], from the zstd frame
+    format (RFC 8878): offsets are absolute, the checksum follows the last block; None if the
     frame does not parse or runs past the end."""
     n = len(data)
     if off + 8 > n:
@@ -86,7 +87,7 @@ def frame_size(data, off):
     magic = struct.unpack_from("<I", data, off)[0]
     if SKIPPABLE_LO <= magic <= SKIPPABLE_HI:
         size = 8 + struct.unpack_from("<I", data, off + 4)[0]
-        return size if off + size <= n else None
+        return (size, [], off + size) if off + size <= n else None
     if magic != ZSTD_MAGIC:
         return None
     p = off + 4
@@ -99,6 +100,7 @@ def frame_size(data, off):
         p += 1  # window descriptor
     p += (0, 1, 2, 4)[did_flag]
     p += (1 if single else 0, 2, 4, 8)[fcs_flag]
+    blocks, header_end = [], p
     while True:
         if p + 3 > n:
             return None
@@ -110,11 +112,18 @@ def frame_size(data, off):
         p += 1 if btype == 1 else bsize
         if p > n:
             return None
+        blocks.append(p)
         if last:
             break
     if checksum:
         p += 4
-    return p - off if p <= n else None
+    return (p - off, blocks, header_end) if p <= n else None
+
+
+def frame_size(data, off):
+    """Length of the frame at data[off:], or None (see walk_frame)."""
+    w = walk_frame(data, off)
+    return w[0] if w else None
 
 
 def frames_of(data):
@@ -291,9 +300,12 @@ def baseline(a, path):
     # --max-snapshots 3: on a loaded machine three signal snapshots can use the cap up before exit.
     check(len(complete) >= 1 and (complete[-1]["trigger"] == "exit" or len(complete) == 3),
           "intact capture: %d complete snapshots (%s)" % (len(complete), ", ".join(x["trigger"] for x in complete)))
-    check(len(frames) >= 8, "the capture has %d frames (header included)" % len(frames))
-    print("capture: %d bytes, %d frames, %d snapshots, %d alloc calls"
-          % (len(data), len(frames), len(snaps), s["alloc_calls"]))
+    # Frames span the writer's flushes (each one ends a block), so cuts have blocks to fall between.
+    nblocks = sum(len(walk_frame(data, off)[1]) for off, _ in frames)
+    check(len(frames) >= 4 and nblocks >= 10,
+          "the capture has %d frames (header included), %d blocks" % (len(frames), nblocks))
+    print("capture: %d bytes, %d frames, %d blocks, %d snapshots, %d alloc calls"
+          % (len(data), len(frames), nblocks, len(snaps), s["alloc_calls"]))
     return data, frames, s, snaps
 
 
@@ -318,30 +330,48 @@ def case_cuts(a):
     path = record(a)
     data, frames, full, full_snaps = baseline(a, path)
     variants = []
-    # Inside the header frame, then at every frame boundary (the end of frame i), then inside
-    # every later frame: just past its start, inside its frame header, in the middle, one byte
-    # short of its end.
+    # Inside the header frame, then at every cut point (every frame's start, and every block's end
+    # inside a frame: a frame spans the writer's flushes, each of which ends a block), then inside
+    # frames: just past a frame's start, inside its frame header, in the middle of blocks, inside
+    # its checksum.
     for cut in (0, 4, 8, 16, 23):
         variants.append(("header-%d" % cut, data[:cut], True, True))
-    boundaries = [off for off, _ in frames[1:]]
-    for i, off in enumerate(boundaries, 1):
-        variants.append(("boundary-%02d" % i, data[:off], True, True))
-    inside = {}
-    # Just past the magic, inside the frame header, in the middle, one byte short of the end; on a
-    # slow machine (more frames: they are time-based) two of them, to keep the run short.
-    per_frame = (1, 5, None, -1) if len(frames) <= 14 else (5, None)
+    points = []  # (offset, frame index)
+    blocks = {}  # frame index -> its blocks' (start, end)
     for i, (off, size) in enumerate(frames[1:], 1):
-        spots = {off + (size // 2 if d is None else d if d > 0 else size + d) for d in per_frame}
+        points.append((off, i))
+        _, ends, header_end = walk_frame(data, off)
+        starts = [header_end] + ends[:-1]
+        blocks[i] = list(zip(starts, ends))
+        points += [(e, i) for e in ends]
+    # A long run (a slow machine flushes more often than the 40 ms asked for) keeps every frame
+    # start and an even spread of the block ends.
+    if len(points) > 40:
+        starts = [p for p in points if p[0] == frames[p[1]][0]]
+        others = [p for p in points if p not in starts]
+        step = len(others) / (40 - len(starts))
+        points = sorted(starts + [others[int(k * step)] for k in range(40 - len(starts))])
+    for k, (at, i) in enumerate(points):
+        variants.append(("cut-%03d" % k, data[:at], True, True))
+    inside = {}  # name -> the cut point it must read the same as
+    def reference(at):
+        return max(k for k, (p, _) in enumerate(points) if p <= at)
+    for i, (off, size) in enumerate(frames[1:], 1):
+        spots = {off + 1, off + 5, off + size - 2}
+        bl = blocks[i]
+        for j in sorted({0, len(bl) // 2, len(bl) - 1}) if len(frames) <= 14 else [len(bl) // 2]:
+            b0, b1 = bl[j]
+            spots.add((b0 + b1) // 2)
         for k, at in enumerate(sorted(spots)):
-            if off < at < off + size:
+            if off < at < off + size and all(at != p for p, _ in points):
                 name = "inside-%02d-%d" % (i, k)
-                inside[name] = i
+                inside[name] = (reference(at), i)
                 variants.append((name, data[:at], True, True))
-    print("%d copies: %d header cuts, %d boundary cuts, %d cuts inside frames"
-          % (len(variants), 5, len(boundaries), len(inside)))
+    print("%d copies: 5 header cuts, %d cuts at frame starts and block ends, %d cuts inside frames and blocks"
+          % (len(variants), len(points), len(inside)))
     res = run_all(a, variants)
 
-    # Monotonicity over the boundary cuts, and inside cuts equal to the cut at their frame's start.
+    # Monotonicity over the cut points, and inside cuts equal to the cut point before them.
     def figures(name):
         s = summary_of(res[name]["summary"])
         if s is None:
@@ -351,28 +381,28 @@ def case_cuts(a):
                 "sampled_allocs": s["sampled_allocs"], "sampled_frees": s["sampled_frees"], "stacks": s["stacks"],
                 "snapshots": s["snapshots"], "complete": sum(1 for x in snaps if x["complete"])}
     prev, prev_name = None, None
-    for i in range(1, len(boundaries) + 1):
-        name = "boundary-%02d" % i
+    for k in range(len(points)):
+        name = "cut-%03d" % k
         f = figures(name)
-        if i == 1:
+        if k == 0:
             # Only the header: no process record. An exit 1 is right (judged above).
             prev, prev_name = f, name
             continue
         if not soft_check(f is not None, "%s: summary reads the frames before the cut" % name):
             continue
         if prev is not None:
-            worse = [k for k in f if f[k] < prev[k]]
+            worse = [x for x in f if f[x] < prev[x]]
             soft_check(not worse, "%s reports no less than %s (%s)" % (name, prev_name, ", ".join(
-                "%s %d < %d" % (k, f[k], prev[k]) for k in worse)))
-        for k in ("alloc_calls", "free_calls", "sampled_allocs", "snapshots"):
-            soft_check(f[k] <= full[k], "%s: %s %d <= the whole file's %d" % (name, k, f[k], full[k]))
+                "%s %d < %d" % (x, f[x], prev[x]) for x in worse)))
+        for x in ("alloc_calls", "free_calls", "sampled_allocs", "snapshots"):
+            soft_check(f[x] <= full[x], "%s: %s %d <= the whole file's %d" % (name, x, f[x], full[x]))
         check_snapshots_subset(name, snapshots_of(res[name]["snapshots"]), full_snaps)
         prev, prev_name = f, name
-    soft_check(figures("boundary-%02d" % len(boundaries))["alloc_calls"] > figures("boundary-02")["alloc_calls"],
+    soft_check(figures("cut-%03d" % (len(points) - 1))["alloc_calls"] > figures("cut-001")["alloc_calls"],
                "later cuts see more allocation calls than the first one")
-    for name, i in inside.items():
-        f, ref = figures(name), figures("boundary-%02d" % i)
-        soft_check(f == ref, "%s reads exactly what the cut at its frame's start reads (%s vs %s)" % (name, f, ref))
+    for name, (ref, i) in inside.items():
+        f, rf = figures(name), figures("cut-%03d" % ref)
+        soft_check(f == rf, "%s reads exactly what the cut at %#x before it reads (%s vs %s)" % (name, points[ref][0], f, rf))
         check_snapshots_subset(name, snapshots_of(res[name]["snapshots"]), full_snaps)
         s = summary_of(res[name]["summary"])
         if s is not None:

@@ -191,14 +191,24 @@ std::string wrap_record_stream(const uint8_t *data, size_t size) {
   memcpy(&out[16], &major, 2);
   memcpy(&out[18], &minor, 2);
   std::string_view in(reinterpret_cast<const char *>(data), size), cut(kFrameCut);
+  unsigned frames = 0;
   for (size_t start = 0;;) {
     size_t at = in.find(cut, start);
     std::string_view piece = in.substr(start, at == std::string_view::npos ? std::string_view::npos : at - start);
-    size_t base = out.size();
-    out.resize(base + ZSTD_compressBound(piece.size()));
-    size_t z = ZSTD_compress2(cctx(), &out[base], out.size() - base, piece.data(), piece.size());
-    if (ZSTD_isError(z)) abort();
-    out.resize(base + z);
+    // Every other frame as the shim writes a frame that spans flushes (format 3): a first flush
+    // of half of it, then the rest, and no size declared; the others in one pass, with their size.
+    size_t half = ++frames % 2 ? 0 : piece.size() / 2;
+    ZSTD_inBuffer in[2] = {{piece.data(), half, 0}, {piece.data() + half, piece.size() - half, 0}};
+    for (int part = half ? 0 : 1; part < 2; ++part) {
+      for (size_t left = 1; left;) {
+        size_t base = out.size();
+        out.resize(base + ZSTD_CStreamOutSize());
+        ZSTD_outBuffer o = {&out[base], out.size() - base, 0};
+        left = ZSTD_compressStream2(cctx(), &o, &in[part], part ? ZSTD_e_end : ZSTD_e_flush);
+        if (ZSTD_isError(left)) abort();
+        out.resize(base + o.pos);
+      }
+    }
     if (at == std::string_view::npos) break;
     start = at + cut.size();
   }

@@ -45,6 +45,24 @@ static std::string to_delimited(const char *p, size_t n) {
   return out;
 }
 
+// The frame at p (n bytes), decompressed as a stream (a format 3 frame does not declare its
+// size); false if it does not decompress or holds more than 64 MiB.
+bool inflate(const char *p, size_t n, std::string *out) {
+  static ZSTD_DCtx *d = ZSTD_createDCtx();
+  ZSTD_DCtx_reset(d, ZSTD_reset_session_only);
+  ZSTD_inBuffer in = {p, n, 0};
+  for (;;) {
+    char chunk[1 << 16];
+    ZSTD_outBuffer o = {chunk, sizeof chunk, 0};
+    size_t in_was = in.pos;
+    size_t left = ZSTD_decompressStream(d, &o, &in);
+    if (ZSTD_isError(left) || out->size() + o.pos > (64u << 20)) return false;
+    out->append(chunk, o.pos);
+    if (left == 0) return true;
+    if (o.pos == 0 && in.pos == in_was) return false;  // the frame's blocks end early
+  }
+}
+
 int main(int argc, char **argv) {
   if (argc < 3) {
     fprintf(stderr, "usage: %s OUT CAPTURE...\n", argv[0]);
@@ -72,11 +90,10 @@ int main(int argc, char **argv) {
       const char *p = file.data() + off;
       size_t n = ZSTD_findFrameCompressedSize(p, file.size() - off);
       if (ZSTD_isError(n)) break;  // cut off: the capture as recorded already has it
-      unsigned long long content = ZSTD_getFrameContentSize(p, n);
-      if (content != ZSTD_CONTENTSIZE_ERROR && content != ZSTD_CONTENTSIZE_UNKNOWN && content < (64u << 20)) {
-        std::string buf(content, '\0');
-        size_t got = ZSTD_decompress(buf.data(), buf.size(), p, n);
-        if (!ZSTD_isError(got)) {
+      std::string buf;
+      if (inflate(p, n, &buf)) {
+        size_t got = buf.size();
+        {
           if (!records.empty()) records += heapsnap::fuzz::kFrameCut;
           records.append(buf.data(), got);
           if (!delimited.empty()) delimited += heapsnap::fuzz::kFrameCut;

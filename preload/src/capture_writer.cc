@@ -262,10 +262,10 @@ TotalsView append_totals_record() {
   return t;
 }
 
-// Must hold g_flush_mutex. Moves everything pending into the file. The writer thread's periodic
-// flush also drives the snapshot triggers.
-bool flush_locked(bool with_totals, bool tick, bool end_frame) {
-  if (g_fd < 0) return false;
+// Must hold g_flush_mutex. Moves every thread's events (and, with_totals, a Totals record) into
+// g_pending. The writer thread's periodic flush also drives the snapshot triggers. False if a
+// record was cut by an allocation failure: those records are dropped.
+bool gather_locked(bool with_totals, bool tick) {
   modules::refresh(false);
   for_each_thread(collect_thread, nullptr);
   if (with_totals) {
@@ -282,7 +282,23 @@ bool flush_locked(bool with_totals, bool tick, bool end_frame) {
     g_pending->clear();
     return false;
   }
-  return write_pending(end_frame);
+  return true;
+}
+
+// Must hold g_flush_mutex. Moves everything pending into the file; end_frame: see write_pending.
+bool flush_locked(bool with_totals, bool tick, bool end_frame) {
+  if (g_fd < 0) return false;
+  return gather_locked(with_totals, tick) && write_pending(end_frame);
+}
+
+// Appends the outbox's records to g_pending's (after them: the order they were made in); the
+// outbox's are dropped if a record there was cut by an allocation failure.
+void append_outbox_to_pending() {
+  outbox_lock();
+  if (g_outbox->failed()) g_totals.dropped_events.fetch_add(1, std::memory_order_relaxed);
+  else g_pending->bytes(g_outbox->data(), g_outbox->size());
+  g_outbox->clear();
+  outbox_unlock();
 }
 
 // Whether the writer is the only thread left. After main's pthread_exit (or in a child forked
@@ -421,16 +437,9 @@ bool writer_append_file(const char *path) {
   // What the outbox holds goes first: a snapshot's SnapshotBegin must come before the records of
   // its child (at exit the snapshot is started and finished before the outbox is written again,
   // and its Begin came after its own records).
-  if (g_pending->size() && !write_pending(false)) return false;
-  outbox_lock();
-  g_outbox->swap(*g_pending);
-  bool oom = g_pending->failed();
-  outbox_unlock();
-  if (oom) {
-    g_totals.dropped_events.fetch_add(1, std::memory_order_relaxed);
-    g_pending->clear();
-  }
-  // The frame ends before the file's frames are appended (even with nothing pending).
+  // The frame ends before the file's frames are appended (even with nothing pending); written
+  // in one go, a short program's only frame of events is compressed in one pass.
+  append_outbox_to_pending();
   if (!write_pending(true)) return false;
   int fd = open(path, O_RDONLY | O_CLOEXEC);
   if (fd < 0) return false;
@@ -540,7 +549,9 @@ void writer_finish(const char *reason) {
   writer_stop_thread();
   pthread_mutex_lock(&g_flush_mutex);
   if (g_fd >= 0) {
-    flush_locked(false, false, false);
+    // The events and the end record in one go: a short program's only frame of events is then
+    // compressed in one pass (with tables sized to it, and its size declared).
+    gather_locked(false, false);
     TotalsView t = read_totals();
     outbox_lock();
     wire::RecordMark m = wire::begin_record(outbox(), wire::kEnd);
@@ -549,8 +560,8 @@ void writer_finish(const char *reason) {
     outbox().close(at);
     outbox().str(2, reason);
     wire::end_record(outbox(), m);
-    g_outbox->swap(*g_pending);
     outbox_unlock();
+    append_outbox_to_pending();
     write_pending(true);
     close(g_fd);
     g_fd = -1;

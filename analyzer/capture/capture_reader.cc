@@ -91,31 +91,66 @@ constexpr bool kExactFrameBuffers = false;
 constexpr bool kExactFrameBuffers = false;
 #endif
 
-// The bytes of the frame at p (avail bytes, the file's end inside it) that hold its header and
-// its complete blocks: what can be decompressed of a frame cut off. 0 if its header is cut.
-// *last: they include the frame's last block (what is cut is its checksum).
-size_t complete_blocks_extent(const uint8_t *p, size_t avail, bool *last) {
-  *last = false;
+// The block walk of a frame that does not end inside the file (see scan()): extent covers its
+// header and its complete blocks; last: they include the frame's last block (what is cut is its
+// checksum); cut: the walk stopped only because the file ends (inside the header, a block
+// header, a block or the checksum). Else it stopped at a block header no writer makes (a
+// reserved type, more than zstd's 128 KiB block): damage, and the blocks before it are suspect.
+struct BlockWalk {
+  size_t extent = 0;
+  bool last = false, cut = false;
+};
+
+BlockWalk walk_blocks(const uint8_t *p, size_t avail) {
+  BlockWalk w;
   size_t at = ZSTD_frameHeaderSize(p, avail);
-  if (ZSTD_isError(at) || at > avail) return 0;
-  while (avail - at >= 3 && !*last) {
+  if (ZSTD_isError(at) || at > avail) {
+    w.cut = at > avail || ZSTD_getErrorCode(at) == ZSTD_error_srcSize_wrong;
+    return w;
+  }
+  w.extent = at;
+  while (!w.last) {
+    if (avail - at < 3) {
+      w.cut = true;
+      return w;
+    }
     uint32_t h = uint32_t(p[at]) | uint32_t(p[at + 1]) << 8 | uint32_t(p[at + 2]) << 16;
     uint32_t type = (h >> 1) & 3, size = type == 1 ? 1 : h >> 3;  // RLE: one byte, repeated
-    if (type == 3 || avail - at - 3 < size) break;
+    if (type == 3 || (h >> 3) > ZSTD_BLOCKSIZE_MAX) return w;
+    if (avail - at - 3 < size) {
+      w.cut = true;
+      return w;
+    }
     at += 3 + size;
-    *last = h & 1;
+    w.extent = at;
+    w.last = h & 1;
   }
-  return at;
+  w.cut = true;  // (the last block is whole: the checksum is cut)
+  return w;
 }
 
-// The length of the whole records at the start of data (n bytes): a cut frame's decompressed
-// blocks end inside a record, unless the cut fell where a flush ended.
+// The offset (from p, 4 to within) of the first frame start after the one at p: a frame that is
+// whole, or cut by the end of the file (avail bytes from p); 0 if there is none. (The writer's
+// open frame after a frame cut short, say by a snapshot child that died writing it.)
+size_t next_frame_start(const uint8_t *p, size_t within, size_t avail) {
+  for (size_t i = 4; i < within && i + 4 <= avail; ++i)
+    if (le32(p + i) == kZstdMagic &&
+        (!ZSTD_isError(ZSTD_findFrameCompressedSize(p + i, avail - i)) || walk_blocks(p + i, avail - i).cut))
+      return i;
+  return 0;
+}
+
+// The length of the records at the start of a cut frame's data (n bytes) that are whole and
+// parse: its decompressed blocks end inside a record unless the cut fell where a flush ended, and
+// nothing checks them (the frame's checksum is what is cut), so a record that does not parse ends
+// what is read (a damaged block header can turn the rest into garbage that decodes).
 size_t whole_records(const uint8_t *data, size_t n) {
   const uint8_t *p = data, *end = data + n;
   uint64_t len = 0;
+  wire::Record rec;
   while (p < end) {
     size_t used = record_header(p, end, &len);
-    if (!used) break;
+    if (!used || !rec.ParseFromArray(p + used, int(len))) break;
     p += used + len;
   }
   return size_t(p - data);
@@ -432,38 +467,43 @@ void CaptureReader::scan(uint64_t off, Frame &f, SeenFrames &seen) {
       // parses and that runs past the end of the file is a cut; anything else is damage.
       bool starts_like_frame = avail >= 4 && le32(p) == kZstdMagic;
       if (starts_like_frame && ZSTD_getFrameContentSize(p, avail) != ZSTD_CONTENTSIZE_ERROR) {
-        // Look for another frame start after this one: if none, this is the cut-off tail.
-        const uint8_t *next = nullptr;
-        for (size_t i = 4; i + 4 <= avail; ++i)
-          if (le32(p + i) == kZstdMagic && !ZSTD_isError(ZSTD_findFrameCompressedSize(p + i, avail - i))) {
-            next = p + i;
-            break;
-          }
+        // Look for another frame start after this one (whole or cut by the end of the file): if
+        // none, this is the cut-off tail.
+        size_t at = next_frame_start(p, avail, avail);
+        const uint8_t *next = at ? p + at : nullptr;
         if (!next) {
-          // The records in its complete blocks are read: everything the writer had flushed
-          // before the cut (it flushes whole records, and a frame spans flushes). A file that
-          // ends where a flush ended (the process was killed) lost nothing: the capture is
-          // incomplete, which its missing end record says, but not damaged.
-          bool last_block = false, complete = false;
-          size_t extent = complete_blocks_extent(p, avail, &last_block), got = 0, decoded = 0;
-          const char *why = extent ? inflate(p, extent, f, &decoded, &complete) : nullptr;
-          got = why ? 0 : whole_records(f.buf.get(), decoded);
-          if (!got) {
-            f.truncated = true;
-            f.skipped += avail;
-            problem(off, "file ends inside the frame at " + hex_offset(off) + " (" + std::to_string(avail) +
-                             " bytes lost" + (why ? std::string(", its complete blocks do not decompress: ") + why : "") +
-                             "): the capture was cut off");
-            break;
-          }
-          if (extent < avail || got < decoded || last_block) {
-            f.truncated = true;
-            f.skipped += avail - extent;
+          // The file's last frame: the records in its complete blocks are read, everything the
+          // writer had flushed before the cut (it flushes whole records, and a frame spans
+          // flushes). A file that ends where a flush ended (the process was killed) lost
+          // nothing: the capture is incomplete, which its missing end record says, but not
+          // damaged. A block header no writer makes, or a block that does not decompress, ends
+          // what is read: the blocks before it are kept.
+          BlockWalk w = walk_blocks(p, avail);
+          size_t decoded = 0;
+          bool complete = false;
+          const char *why = w.extent ? inflate(p, w.extent, f, &decoded, &complete, true) : nullptr;
+          size_t got = whole_records(f.buf.get(), decoded);
+          std::string read = "read the " + std::to_string(got) + " bytes of whole records before it";
+          if (!w.cut)
+            problem(off, "damaged frame at " + hex_offset(off) + ", the file's last: its block header at " +
+                             hex_offset(off + w.extent) + " cannot be; " + read + ", lost the rest");
+          else if (why)
+            problem(off, "file ends inside the frame at " + hex_offset(off) + ", and a block of it does not decompress (" +
+                             why + "); " + read + ", lost the rest");
+          else if (w.extent < avail || got < decoded || w.last)
             problem(off, "file ends inside the frame at " + hex_offset(off) + ": the capture was cut off; read the " +
                              std::to_string(got) + " bytes of whole records in its complete blocks, lost what followed (" +
-                             std::to_string(avail - extent) + " bytes of the file, " + std::to_string(decoded - got) +
+                             std::to_string(avail - w.extent) + " bytes of the file, " + std::to_string(decoded - got) +
                              " bytes of a record cut in two)");
+          else if (!got)
+            problem(off, "file ends inside the frame at " + hex_offset(off) + " (" + std::to_string(avail) +
+                             " bytes lost): the capture was cut off");
+          if (!f.problems.empty() && f.problems.back().offset == off) f.truncated = true;
+          if (!got) {
+            f.skipped += avail;
+            break;
           }
+          f.skipped += avail - w.extent;
           finish_frame(f, off, got, size_);
           break;
         }
@@ -530,9 +570,14 @@ void CaptureReader::scan(uint64_t off, Frame &f, SeenFrames &seen) {
       why = ZSTD_isError(got) ? ZSTD_getErrorName(got) : got != content ? "size mismatch" : nullptr;
     }
     if (why) {
-      f.skipped += fsize;
-      problem(off, "frame at " + hex_offset(off) + " does not decompress (" + why + "); skipped");
-      off += fsize;
+      // Its extent came from its own block headers, which may be what is damaged (a frame cut
+      // short, then the next one): skipped up to the first frame start inside it, if any.
+      size_t skip = next_frame_start(p, fsize, avail);
+      if (!skip) skip = fsize;
+      f.skipped += skip;
+      problem(off, "frame at " + hex_offset(off) + " does not decompress (" + why + "); skipped " +
+                       std::to_string(skip) + " bytes");
+      off += skip;
       continue;
     }
     finish_frame(f, off, got, off + fsize);
@@ -577,21 +622,35 @@ void CaptureReader::finish_frame(Frame &f, uint64_t off, size_t got, uint64_t ne
 // kMaxFrameBytes. The stream decoder writes straight into f.buf (ZSTD_d_stableOutBuffer): no
 // window buffer of the size the frame asks for, no copy. *complete: the frame ended (and its
 // checksum matched). Returns why it failed, or nullptr.
-const char *CaptureReader::inflate(const uint8_t *p, size_t n, Frame &f, size_t *got, bool *complete) {
+const char *CaptureReader::inflate(const uint8_t *p, size_t n, Frame &f, size_t *got, bool *complete,
+                                   bool by_block) {
   auto *dctx = static_cast<ZSTD_DCtx *>(dctx_);
   size_t room = std::max(f.cap > kRawEventsPadding ? f.cap - kRawEventsPadding : 0, kWriterFrameBytes);
   for (;;) {
     reserve_frame(f, room);
     ZSTD_DCtx_reset(dctx, ZSTD_reset_session_only);
     ZSTD_DCtx_setParameter(dctx, ZSTD_d_stableOutBuffer, 1);
-    ZSTD_inBuffer in = {p, n, 0};
+    // by_block: the input is offered a block at a time (its header and blocks are whole, see
+    // walk_blocks), so that out.pos holds the blocks before one that fails: a call that fails
+    // leaves it where it was.
+    size_t fed = by_block ? ZSTD_frameHeaderSize(p, n) : n;
+    if (ZSTD_isError(fed) || fed > n) fed = n;
+    ZSTD_inBuffer in = {p, fed, 0};
     ZSTD_outBuffer out = {f.buf.get(), f.cap - kRawEventsPadding, 0};
     size_t left;
     for (;;) {
       size_t in_was = in.pos, out_was = out.pos;
       left = ZSTD_decompressStream(dctx, &out, &in);
-      if (ZSTD_isError(left) || left == 0 || (in.pos == in_was && out.pos == out_was)) break;
+      if (ZSTD_isError(left) || left == 0) break;
+      if (in.pos == in.size && in.size < n) {
+        const uint8_t *h = p + in.size;  // the next block's header
+        uint32_t bh = uint32_t(h[0]) | uint32_t(h[1]) << 8 | uint32_t(h[2]) << 16;
+        in.size = std::min(n, in.size + 3 + (((bh >> 1) & 3) == 1 ? 1 : bh >> 3));
+        continue;
+      }
+      if (in.pos == in_was && out.pos == out_was) break;
     }
+    ZSTD_DCtx_reset(dctx, ZSTD_reset_session_only);  // (parameters change only between frames)
     ZSTD_DCtx_setParameter(dctx, ZSTD_d_stableOutBuffer, 0);
     bool full = (ZSTD_isError(left) && ZSTD_getErrorCode(left) == ZSTD_error_dstSize_tooSmall) ||
                 (!ZSTD_isError(left) && left != 0 && out.pos == out.size);
@@ -601,8 +660,8 @@ const char *CaptureReader::inflate(const uint8_t *p, size_t n, Frame &f, size_t 
       room = std::min(room * 2, size_t(kMaxFrameBytes));
       continue;
     }
+    *got = out.pos;  // (on an error too: the blocks before it, for a cut frame's caller)
     if (ZSTD_isError(left)) return ZSTD_getErrorName(left);
-    *got = out.pos;
     *complete = left == 0;
     return nullptr;
   }

@@ -127,7 +127,7 @@ class CaptureReader {
   bool consume(Frame &f, const RecordFn &fn);
   static void reserve_frame(Frame &f, size_t content);
   static void finish_frame(Frame &f, uint64_t off, size_t got, uint64_t next);
-  const char *inflate(const uint8_t *p, size_t n, Frame &f, size_t *got, bool *complete);
+  const char *inflate(const uint8_t *p, size_t n, Frame &f, size_t *got, bool *complete, bool by_block = false);
   bool read_ahead(uint64_t start, const RecordFn &fn, SeenFrames &seen);
   void decode_ahead(const Frame &f, DecodeRing &ring, const std::function<void()> &ring_full);
   bool take_decoded(uint64_t frame_offset, uint64_t at);

@@ -180,12 +180,13 @@ bool compress_records(const uint8_t *data, size_t n, bool end) {
   for (;;) {
     ZSTD_outBuffer out = {g_compressed->data(), g_compressed_cap, 0};
     size_t left = ZSTD_compressStream2(g_zstd, &out, &in, end ? ZSTD_e_end : ZSTD_e_flush);
-    if (ZSTD_isError(left)) {
+    if (ZSTD_isError(left) || (out.pos && !write_all(out.dst, out.pos))) {
+      // The frame has a hole: it ends here, unfinished (the reader skips it), and the next
+      // write, if the caller goes on, starts a frame of its own.
       ZSTD_CCtx_reset(g_zstd, ZSTD_reset_session_only);
       g_frame_open = false;
       return false;
     }
-    if (out.pos && !write_all(out.dst, out.pos)) return false;
     g_frame_out += out.pos;
     if (left == 0) break;  // all of the input taken and flushed (or the frame ended)
   }
@@ -233,15 +234,17 @@ bool write_pending(bool end_frame) {
     if (!e) break;  // cannot happen: records are written whole
     size_t in_frame = g_frame_open ? g_frame_in : 0;
     if ((at > start || g_frame_open) && in_frame + (at - start) + e > kMaxFrameInput) {
-      if (!compress_records(p + start, at - start, true)) return false;  // (ends an open frame)
+      if (!compress_records(p + start, at - start, true)) {  // (ends an open frame)
+        g_pending->clear();
+        return false;
+      }
       start = at;
     }
     at += e;
   }
-  if ((at > start || (end_frame && g_frame_open)) && !compress_records(p + start, at - start, end_frame))
-    return false;
-  g_pending->clear();
-  return true;
+  bool ok = (at <= start && !(end_frame && g_frame_open)) || compress_records(p + start, at - start, end_frame);
+  g_pending->clear();  // (on a failure too: the records went into a frame that is now lost)
+  return ok;
 }
 
 void collect_thread(ThreadState *s, void *) {
@@ -288,15 +291,18 @@ bool gather_locked(bool with_totals, bool tick) {
 // Must hold g_flush_mutex. Moves everything pending into the file; end_frame: see write_pending.
 bool flush_locked(bool with_totals, bool tick, bool end_frame) {
   if (g_fd < 0) return false;
-  return gather_locked(with_totals, tick) && write_pending(end_frame);
+  // The capture's first frame always ends with its flush (a forked child's first flush is the
+  // writer thread's): it keeps the level its parent chose, the next frame adapts.
+  return gather_locked(with_totals, tick) && write_pending(end_frame || g_first_frame);
 }
 
 // Appends the outbox's records to g_pending's (after them: the order they were made in); the
 // outbox's are dropped if a record there was cut by an allocation failure.
 void append_outbox_to_pending() {
   outbox_lock();
-  if (g_outbox->failed()) g_totals.dropped_events.fetch_add(1, std::memory_order_relaxed);
-  else g_pending->bytes(g_outbox->data(), g_outbox->size());
+  if (!g_outbox->failed()) g_pending->bytes(g_outbox->data(), g_outbox->size());
+  // (Out of memory for the copy: g_pending keeps its records whole, the outbox's are dropped.)
+  if (g_outbox->failed() || g_pending->failed()) g_totals.dropped_events.fetch_add(1, std::memory_order_relaxed);
   g_outbox->clear();
   outbox_unlock();
 }

@@ -344,29 +344,33 @@ def case_cuts(a):
         starts = [header_end] + ends[:-1]
         blocks[i] = list(zip(starts, ends))
         points += [(e, i) for e in ends]
-    # A long run (a slow machine flushes more often than the 40 ms asked for) keeps every frame
-    # start and an even spread of the block ends.
-    if len(points) > 40:
-        starts = [p for p in points if p[0] == frames[p[1]][0]]
-        others = [p for p in points if p not in starts]
-        step = len(others) / (40 - len(starts))
-        points = sorted(starts + [others[int(k * step)] for k in range(40 - len(starts))])
-    for k, (at, i) in enumerate(points):
-        variants.append(("cut-%03d" % k, data[:at], True, True))
-    inside = {}  # name -> the cut point it must read the same as
-    def reference(at):
-        return max(k for k, (p, _) in enumerate(points) if p <= at)
+    # Inside cuts: each must read exactly what the cut point before it reads.
+    spots = []  # (name, offset, frame index)
     for i, (off, size) in enumerate(frames[1:], 1):
-        spots = {off + 1, off + 5, off + size - 2}
+        at_spots = {off + 1, off + 5, off + size - 2}
         bl = blocks[i]
         for j in sorted({0, len(bl) // 2, len(bl) - 1}) if len(frames) <= 14 else [len(bl) // 2]:
             b0, b1 = bl[j]
-            spots.add((b0 + b1) // 2)
-        for k, at in enumerate(sorted(spots)):
+            at_spots.add((b0 + b1) // 2)
+        for k, at in enumerate(sorted(at_spots)):
             if off < at < off + size and all(at != p for p, _ in points):
-                name = "inside-%02d-%d" % (i, k)
-                inside[name] = (reference(at), i)
-                variants.append((name, data[:at], True, True))
+                spots.append(("inside-%02d-%d" % (i, k), at, i))
+    # A long run (a slow machine flushes more often than the 40 ms asked for) keeps every frame
+    # start, every cut point an inside cut is compared with, and an even spread of the others.
+    def before(at):
+        return max(p for p in points if p[0] <= at)
+    if len(points) > 40:
+        keep = {p for p in points if p[0] == frames[p[1]][0]} | {before(at) for _, at, _ in spots}
+        others = [p for p in points if p not in keep]
+        room = max(0, 40 - len(keep))
+        keep |= {others[int(k * len(others) / room)] for k in range(min(room, len(others)))}
+        points = sorted(keep)
+    for k, (at, i) in enumerate(points):
+        variants.append(("cut-%03d" % k, data[:at], True, True))
+    inside = {}  # name -> (index of the cut point it must read the same as, frame index)
+    for name, at, i in spots:
+        inside[name] = (points.index(before(at)), i)
+        variants.append((name, data[:at], True, True))
     print("%d copies: 5 header cuts, %d cuts at frame starts and block ends, %d cuts inside frames and blocks"
           % (len(variants), len(points), len(inside)))
     res = run_all(a, variants)

@@ -224,6 +224,35 @@ def case_killed(r, a):
     check(j["sampled_allocs"] >= N2, "killed: sampled events before the kill are readable (%d)" % j["sampled_allocs"])
 
 
+def case_frames(r, a):
+    # Records that reach the file in one flush (at exit: the periodic flush is pushed out of reach)
+    # are cut into frames of at most 8 MiB of records (format 3's frame size), each a whole zstd
+    # frame; the capture reads back whole.
+    import damaged_cases as dc
+    n = 2000000  # about 21 MB of records
+    out = os.path.join(r.work, "frames.hsnap")
+    for f in os.listdir(r.work):
+        if f.startswith("frames.hsnap"):
+            os.unlink(os.path.join(r.work, f))
+    env = dict(os.environ, HEAPSNAP_FLUSH_MS="600000")
+    tr = subprocess.run([a.heapsnap, "record", "-q", "-o", out, "--sample-bytes", "1", "--", a.c_prog, "malloc", str(n)],
+                        capture_output=True, timeout=300, env=env)
+    check(tr.returncode == 0, "frames: recorded (%s)" % tr.stderr.decode()[-300:])
+    data = open(out, "rb").read()
+    sizes = []
+    for off, size in dc.frames_of(data)[1:]:
+        raw = subprocess.run(["zstd", "-dc"], input=data[off:off + size], capture_output=True)
+        check(raw.returncode == 0, "frames: the frame at %#x decompresses (zstd -dc)" % off)
+        sizes.append(len(raw.stdout))
+    big = [x for x in sizes if x > (4 << 20)]
+    check(len(big) >= 2, "frames: the records were cut into frames (%s bytes each)" % sizes)
+    check(max(sizes) <= 8 << 20, "frames: no frame holds more than 8 MiB of records (%d)" % max(sizes))
+    j = r.summary(out)
+    check(j["problems"] == [] and not j["truncated"], "frames: read back whole (%s)" % j["problems"])
+    check(j["alloc_calls"] >= n and j["sampled_allocs"] >= n,
+          "frames: every allocation read back (%d calls, %d sampled)" % (j["alloc_calls"], j["sampled_allocs"]))
+
+
 def case_errno(r, a):
     r.same_behaviour(a.c_prog, "errno", 1)
     r.same_behaviour(a.c_prog, "errno", 1, sample="65536")

@@ -2,6 +2,8 @@
 
 #include <zstd.h>
 
+#include "../../proto/flush_hash.h"
+
 #include <cstring>
 #include <vector>
 
@@ -43,7 +45,18 @@ void CaptureFileWriter::add(const wire::Record &r) {
 
 void CaptureFileWriter::end_frame() { compress(true); }
 
-void CaptureFileWriter::flush() { compress(false); }
+// Like the shim's writer, a flush that leaves the frame open ends with a FlushEnd record holding
+// the hash of the frame's records since the last one (heapsnap.proto; encoded here by protobuf,
+// by hand in the shim).
+void CaptureFileWriter::flush() {
+  if (!f_ || pending_.empty()) return;
+  wire::Record r;
+  r.mutable_flush_end()->set_hash(heapsnap_format::flush_hash(pending_.data(), pending_.size()));
+  std::string body = r.SerializeAsString();
+  pending_.push_back(char(body.size()));  // (under 128 bytes: a one-byte length)
+  pending_ += body;
+  compress(false);
+}
 
 void CaptureFileWriter::compress(bool end) {
   if (!f_ || (pending_.empty() && !(end && frame_open_))) return;

@@ -1,6 +1,7 @@
 #include "capture/capture_reader.h"
 #include "capture/decoded_batch.h"
 #include "capture/varint.h"
+#include "../../proto/flush_hash.h"
 
 #include <fcntl.h>
 #include <pthread.h>
@@ -140,20 +141,42 @@ size_t next_frame_start(const uint8_t *p, size_t within, size_t avail) {
   return 0;
 }
 
-// The length of the records at the start of a cut frame's data (n bytes) that are whole and
-// parse: its decompressed blocks end inside a record unless the cut fell where a flush ended, and
-// nothing checks them (the frame's checksum is what is cut), so a record that does not parse ends
-// what is read (a damaged block header can turn the rest into garbage that decodes).
-size_t whole_records(const uint8_t *data, size_t n) {
-  const uint8_t *p = data, *end = data + n;
-  uint64_t len = 0;
+// A FlushEnd record (heapsnap.proto; the shim writes it by hand) at p, len bytes: *hash gets its
+// hash. Record.flush_end is field 18 (key 0x92 0x01); FlushEnd.hash is field 1, fixed64 (key 0x09),
+// absent when 0 (proto3).
+bool flush_end(const uint8_t *p, uint64_t len, uint64_t *hash) {
+  if (len < 3 || p[0] != 0x92 || p[1] != 0x01 || p[2] != len - 3) return false;
+  if (len == 3) {
+    *hash = 0;
+    return true;
+  }
+  if (len != 12 || p[3] != 0x09) return false;
+  memcpy(hash, p + 4, 8);
+  return true;
+}
+
+// The length of what a cut frame's data (n bytes, decompressed from its complete blocks) holds
+// that can be trusted. Nothing checks those blocks (the frame's checksum is what is cut): since
+// format 3.1 each flush ends with a FlushEnd record holding the hash of the flush's records, and
+// what is kept ends at the last FlushEnd that matches. A frame without one (format 3.0, or a cut
+// inside its first flush) keeps its whole records up to the first that does not parse.
+size_t trusted_records(const uint8_t *data, size_t n) {
+  const uint8_t *p = data, *end = data + n, *flush_start = data;
+  const uint8_t *verified = nullptr;
+  uint64_t len = 0, hash = 0;
   wire::Record rec;
   while (p < end) {
     size_t used = record_header(p, end, &len);
-    if (!used || !rec.ParseFromArray(p + used, int(len))) break;
+    if (!used) break;
+    if (flush_end(p + used, len, &hash)) {
+      if (heapsnap_format::flush_hash(flush_start, size_t(p - flush_start)) != hash) return size_t((verified ? verified : data) - data);
+      verified = flush_start = p + used + len;
+    } else if (!verified && !rec.ParseFromArray(p + used, int(len))) {
+      break;
+    }
     p += used + len;
   }
-  return size_t(p - data);
+  return size_t((verified ? verified : p) - data);
 }
 
 }  // namespace
@@ -408,7 +431,8 @@ bool CaptureReader::parse_frame(const uint8_t *data, size_t n, uint64_t frame_of
       return false;
     }
     p += used;
-    if (filtered(p, len)) {
+    uint64_t hash;
+    if (flush_end(p, len, &hash) || filtered(p, len)) {  // (FlushEnd: the reader's, see scan())
       p += len;
       continue;
     }
@@ -482,7 +506,7 @@ void CaptureReader::scan(uint64_t off, Frame &f, SeenFrames &seen) {
           size_t decoded = 0;
           bool complete = false;
           const char *why = w.extent ? inflate(p, w.extent, f, &decoded, &complete, true) : nullptr;
-          size_t got = whole_records(f.buf.get(), decoded);
+          size_t got = trusted_records(f.buf.get(), decoded);
           std::string read = "read the " + std::to_string(got) + " bytes of whole records before it";
           if (!w.cut)
             problem(off, "damaged frame at " + hex_offset(off) + ", the file's last: its block header at " +
@@ -494,7 +518,7 @@ void CaptureReader::scan(uint64_t off, Frame &f, SeenFrames &seen) {
             problem(off, "file ends inside the frame at " + hex_offset(off) + ": the capture was cut off; read the " +
                              std::to_string(got) + " bytes of whole records in its complete blocks, lost what followed (" +
                              std::to_string(avail - w.extent) + " bytes of the file, " + std::to_string(decoded - got) +
-                             " bytes of a record cut in two)");
+                             " decompressed bytes after the last whole flush)");
           else if (!got)
             problem(off, "file ends inside the frame at " + hex_offset(off) + " (" + std::to_string(avail) +
                              " bytes lost): the capture was cut off");
@@ -625,7 +649,10 @@ void CaptureReader::finish_frame(Frame &f, uint64_t off, size_t got, uint64_t ne
 const char *CaptureReader::inflate(const uint8_t *p, size_t n, Frame &f, size_t *got, bool *complete,
                                    bool by_block) {
   auto *dctx = static_cast<ZSTD_DCtx *>(dctx_);
-  size_t room = std::max(f.cap > kRawEventsPadding ? f.cap - kRawEventsPadding : 0, kWriterFrameBytes);
+  // (Sanitizer builds start from the input's size: an 8 MiB buffer per frame, allocated and
+  // poisoned for real there, made the fuzz targets slower.)
+  size_t room = kExactFrameBuffers ? std::min(kWriterFrameBytes, std::max(n * 4, size_t(4096)))
+                                   : std::max(f.cap > kRawEventsPadding ? f.cap - kRawEventsPadding : 0, kWriterFrameBytes);
   for (;;) {
     reserve_frame(f, room);
     ZSTD_DCtx_reset(dctx, ZSTD_reset_session_only);

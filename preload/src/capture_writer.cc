@@ -17,6 +17,7 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "../../proto/flush_hash.h"
 #include "config.h"
 #include "high_fd.h"
 #include "module_map.h"
@@ -34,7 +35,7 @@ namespace hs {
 namespace {
 
 constexpr uint16_t kFormatMajor = 3;  // 3: a frame spans flushes; 2: alloc_fn and moved in the event kind
-constexpr uint16_t kFormatMinor = 0;
+constexpr uint16_t kFormatMinor = 1;  // 3.1: FlushEnd records
 // Records per frame, before compression. A frame stays open across the writer's flushes (each
 // one ends with ZSTD_e_flush: everything flushed is in the file as whole blocks) until it holds
 // this much, so that it compresses against the records of earlier flushes. On sqlite3's 58 MB
@@ -163,10 +164,24 @@ void frame_ended() {
   if (next != g_frame_level) set_frame_level(next);
 }
 
+// Feeds n bytes to the open frame and writes what zstd gives out (mode: go on, flush, end).
+bool stream_into_frame(const void *data, size_t n, ZSTD_EndDirective mode) {
+  ZSTD_inBuffer in = {data, n, 0};
+  for (;;) {
+    ZSTD_outBuffer out = {g_compressed->data(), g_compressed_cap, 0};
+    size_t left = ZSTD_compressStream2(g_zstd, &out, &in, mode);
+    if (ZSTD_isError(left) || (out.pos && !write_all(out.dst, out.pos))) return false;
+    g_frame_out += out.pos;
+    if (mode == ZSTD_e_continue ? in.pos == in.size : left == 0) return true;
+  }
+}
+
 // Compresses n bytes of whole records into the open frame, opening one if none is, and writes
 // what zstd gives out. end: the frame ends here (its last block, checksum); else the data is
-// flushed (ZSTD_e_flush: complete blocks, readable from the file as they are). A frame that
-// starts and ends in one call is compressed in one pass and declares its size.
+// flushed (ZSTD_e_flush: complete blocks, readable from the file as they are) after a FlushEnd
+// record with their hash (see heapsnap.proto), which is what a reader of the frame cut off can
+// check them by. A frame that starts and ends in one call is compressed in one pass and declares
+// its size.
 bool compress_records(const uint8_t *data, size_t n, bool end) {
   if (!g_frame_open) {
     if (!n) return true;
@@ -176,19 +191,25 @@ bool compress_records(const uint8_t *data, size_t n, bool end) {
     g_frame_open = true;
     g_frame_in = g_frame_out = 0;
   }
-  ZSTD_inBuffer in = {data, n, 0};
-  for (;;) {
-    ZSTD_outBuffer out = {g_compressed->data(), g_compressed_cap, 0};
-    size_t left = ZSTD_compressStream2(g_zstd, &out, &in, end ? ZSTD_e_end : ZSTD_e_flush);
-    if (ZSTD_isError(left) || (out.pos && !write_all(out.dst, out.pos))) {
-      // The frame has a hole: it ends here, unfinished (the reader skips it), and the next
-      // write, if the caller goes on, starts a frame of its own.
-      ZSTD_CCtx_reset(g_zstd, ZSTD_reset_session_only);
-      g_frame_open = false;
-      return false;
-    }
-    g_frame_out += out.pos;
-    if (left == 0) break;  // all of the input taken and flushed (or the frame ended)
+  bool ok;
+  if (end) {
+    ok = stream_into_frame(data, n, ZSTD_e_end);
+  } else {
+    // The record: its length (12), Record.flush_end (field 18, 2 bytes of key), FlushEnd's length
+    // (9), FlushEnd.hash (field 1, fixed64).
+    uint8_t check[13] = {12, uint8_t(wire::kFlushEnd << 3 | 2) | 0x80, uint8_t(wire::kFlushEnd >> 4), 9,
+                         1 << 3 | 1};
+    uint64_t h = heapsnap_format::flush_hash(data, n);
+    memcpy(check + 5, &h, 8);  // little-endian, as fixed64 is
+    ok = stream_into_frame(data, n, ZSTD_e_continue) && stream_into_frame(check, sizeof(check), ZSTD_e_flush);
+    n += sizeof(check);
+  }
+  if (!ok) {
+    // The frame has a hole: it ends here, unfinished (the reader skips it), and the next write,
+    // if the caller goes on, starts a frame of its own.
+    ZSTD_CCtx_reset(g_zstd, ZSTD_reset_session_only);
+    g_frame_open = false;
+    return false;
   }
   g_frame_in += n;
   if (end) frame_ended();

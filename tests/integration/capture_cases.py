@@ -215,6 +215,48 @@ def case_arenas(r, a):
         r.same_behaviour(a.c_prog, "arenas", 1, sample=sample)
 
 
+def flush_hash(b):
+    """proto/flush_hash.h, written again: a second implementation checks the shim's."""
+    m, k1, k2 = (1 << 64) - 1, 0x9E3779B97F4A7C15, 0xC2B2AE3D27D4EB4F
+    n = len(b)
+    h = k2 ^ ((n * k1) & m)
+    rot = lambda x: ((x << 31) | (x >> 33)) & m
+    i = 0
+    while n - i >= 8:
+        h ^= (int.from_bytes(b[i:i + 8], "little") * k1) & m
+        h = (rot(h) * k2) & m
+        i += 8
+    if i < n:
+        h ^= ((int.from_bytes(b[i:] + bytes(8 - (n - i)), "little") * k1) & m) ^ (n - i)
+        h = (rot(h) * k2) & m
+    h ^= h >> 33
+    h = (h * k1) & m
+    return h ^ (h >> 29)
+
+
+def flush_ends(frame_bytes):
+    """(FlushEnd records, how many match) in one frame's decompressed records (format 3.1)."""
+    p, start, seen, good = 0, 0, 0, 0
+    while p < len(frame_bytes):
+        n, shift, q = 0, 0, p
+        while q < len(frame_bytes):
+            n |= (frame_bytes[q] & 0x7F) << shift
+            shift += 7
+            q += 1
+            if not frame_bytes[q - 1] & 0x80:
+                break
+        body = frame_bytes[q:q + n]
+        if len(body) < n:
+            break
+        if body[:2] == b"\x92\x01":
+            seen += 1
+            want = int.from_bytes(body[4:12], "little") if n == 12 else 0
+            good += flush_hash(frame_bytes[start:p]) == want
+            start = q + n
+        p = q + n
+    return seen, good
+
+
 def case_killed(r, a):
     tr, path = r.record("killed", a.c_prog, "killed", N2)
     check(tr.returncode == 128 + 9, "killed: record exits 128+9 (%d)" % tr.returncode)
@@ -222,6 +264,20 @@ def case_killed(r, a):
     check(j["truncated"], "killed: summary says truncated")
     check(j["alloc_calls"] >= N2, "killed: the flushed frames hold all %d allocations (%d)" % (N2, j["alloc_calls"]))
     check(j["sampled_allocs"] >= N2, "killed: sampled events before the kill are readable (%d)" % j["sampled_allocs"])
+    # The last frame is open (the program slept through several flushes, then was killed): each
+    # flush in it ends with a FlushEnd whose hash matches the flush's records (zstd -dc decodes
+    # the open frame's blocks, then says the input ended).
+    import damaged_cases as dc
+    data = open(path, "rb").read()
+    off, seen, good = dc.HEADER_SIZE, 0, 0
+    while off < len(data):
+        w = dc.walk_frame(data, off)
+        size = w[0] if w else len(data) - off
+        out = subprocess.run(["zstd", "-dc"], input=data[off:off + size], capture_output=True).stdout
+        s_, g_ = flush_ends(out)
+        seen, good = seen + s_, good + g_
+        off += size
+    check(seen >= 2 and good == seen, "killed: the open frame's flushes end with FlushEnd records whose hashes match (%d of %d)" % (good, seen))
 
 
 def case_frames(r, a):

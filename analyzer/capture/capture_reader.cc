@@ -102,6 +102,20 @@ struct BlockWalk {
   bool last = false, cut = false;
 };
 
+// A zstd block header (3 bytes, little-endian, RFC 8878): the frame's last block, its type
+// (0 raw, 1 RLE, 2 compressed, 3 reserved), its size field, and the bytes the block takes in the
+// file, header included (an RLE block holds one byte, repeated).
+struct BlockHeader {
+  bool last;
+  uint32_t type, size;
+  size_t span() const { return 3 + (type == 1 ? 1 : size); }
+};
+
+BlockHeader block_header(const uint8_t *h) {
+  uint32_t b = uint32_t(h[0]) | uint32_t(h[1]) << 8 | uint32_t(h[2]) << 16;
+  return {bool(b & 1), (b >> 1) & 3, b >> 3};
+}
+
 BlockWalk walk_blocks(const uint8_t *p, size_t avail) {
   BlockWalk w;
   size_t at = ZSTD_frameHeaderSize(p, avail);
@@ -115,16 +129,15 @@ BlockWalk walk_blocks(const uint8_t *p, size_t avail) {
       w.cut = true;
       return w;
     }
-    uint32_t h = uint32_t(p[at]) | uint32_t(p[at + 1]) << 8 | uint32_t(p[at + 2]) << 16;
-    uint32_t type = (h >> 1) & 3, size = type == 1 ? 1 : h >> 3;  // RLE: one byte, repeated
-    if (type == 3 || (h >> 3) > ZSTD_BLOCKSIZE_MAX) return w;
-    if (avail - at - 3 < size) {
+    BlockHeader b = block_header(p + at);
+    if (b.type == 3 || b.size > ZSTD_BLOCKSIZE_MAX) return w;
+    if (avail - at < b.span()) {
       w.cut = true;
       return w;
     }
-    at += 3 + size;
+    at += b.span();
     w.extent = at;
-    w.last = h & 1;
+    w.last = b.last;
   }
   w.cut = true;  // (the last block is whole: the checksum is cut)
   return w;
@@ -670,9 +683,7 @@ const char *CaptureReader::inflate(const uint8_t *p, size_t n, Frame &f, size_t 
       left = ZSTD_decompressStream(dctx, &out, &in);
       if (ZSTD_isError(left) || left == 0) break;
       if (in.pos == in.size && in.size < n) {
-        const uint8_t *h = p + in.size;  // the next block's header
-        uint32_t bh = uint32_t(h[0]) | uint32_t(h[1]) << 8 | uint32_t(h[2]) << 16;
-        in.size = std::min(n, in.size + 3 + (((bh >> 1) & 3) == 1 ? 1 : bh >> 3));
+        in.size = std::min(n, in.size + block_header(p + in.size).span());  // the next block
         continue;
       }
       if (in.pos == in_was && out.pos == out_was) break;

@@ -137,15 +137,21 @@ void set_frame_level(int level) {
 
 bool adaptive_level() { return !config.zstd_level_given && config.zstd_level < kRepetitiveLevel; }
 
+// The level for data that compressed from n to z bytes: the repetitive level if it compressed
+// `repetitive`-fold or more, the poor level under `poor`-fold, else the configured one.
+int level_for(size_t n, size_t z, size_t repetitive, size_t poor) {
+  return n >= repetitive * z                                 ? kRepetitiveLevel
+         : n < poor * z && config.zstd_level > kPoorLevel ? kPoorLevel
+                                                          : config.zstd_level;
+}
+
 // The level for the first frame of events, from its first kProbeBytes compressed at level 1.
 int probed_level(const uint8_t *data, size_t n) {
   size_t pn = n < kProbeBytes ? n : kProbeBytes;
   set_frame_level(1);
   size_t pz = ZSTD_compress2(g_zstd, g_compressed->data(), ZSTD_compressBound(pn), data, pn);
   if (ZSTD_isError(pz) || pz == 0) return config.zstd_level;
-  return pn >= kProbeRepetitive * pz                                 ? kRepetitiveLevel
-         : pn < kProbePoor * pz && config.zstd_level > kPoorLevel ? kPoorLevel
-                                                                    : config.zstd_level;
+  return level_for(pn, pz, kProbeRepetitive, kProbePoor);
 }
 
 // The frame being written, if one is open (see kMaxFrameInput): its input and output so far.
@@ -157,10 +163,7 @@ size_t g_frame_in = 0, g_frame_out = 0;
 void frame_ended() {
   g_frame_open = false;
   if (!adaptive_level() || g_frame_is_first) return;
-  size_t n = g_frame_in, z = g_frame_out;
-  int next = n >= kRepetitive * z                              ? kRepetitiveLevel
-             : n < kPoor * z && config.zstd_level > kPoorLevel ? kPoorLevel
-                                                               : config.zstd_level;
+  int next = level_for(g_frame_in, g_frame_out, kRepetitive, kPoor);
   if (next != g_frame_level) set_frame_level(next);
 }
 

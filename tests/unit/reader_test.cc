@@ -64,6 +64,24 @@ std::vector<uint64_t> read_markers(CaptureReader &r) {
   return got;
 }
 
+// The capture at path, opened (the test stops if it does not open).
+std::unique_ptr<CaptureReader> open_capture(const std::string &path) {
+  std::string err;
+  auto r = CaptureReader::open(path, &err);
+  REQUIRE_MESSAGE(r, err);
+  return r;
+}
+
+// The capture at path reads whole: `markers` markers, not truncated, no problem. Returns the
+// reader after that pass.
+std::unique_ptr<CaptureReader> check_reads_whole(const std::string &path, size_t markers) {
+  auto r = open_capture(path);
+  CHECK(read_markers(*r).size() == markers);
+  CHECK(!r->truncated());
+  CHECK(r->problems().empty());
+  return r;
+}
+
 }  // namespace
 
 TEST_CASE("reader: a capture cut at every byte offset of its last frame keeps all earlier frames") {
@@ -75,9 +93,7 @@ TEST_CASE("reader: a capture cut at every byte offset of its last frame keeps al
   std::string cut_path = temp_path("cut-part.hsnap");
   for (uint64_t cut = last_start; cut < whole.size(); ++cut) {
     spit(cut_path, whole.substr(0, cut));
-    std::string err;
-    auto r = CaptureReader::open(cut_path, &err);
-    REQUIRE(r);
+    auto r = open_capture(cut_path);
     auto got = read_markers(*r);
     // The three complete frames; of the cut one, nothing (its one block is cut), or everything
     // when only its checksum is.
@@ -91,12 +107,7 @@ TEST_CASE("reader: a capture cut at every byte offset of its last frame keeps al
     }
   }
   // And the whole file reads completely, untruncated.
-  std::string err;
-  auto r = CaptureReader::open(path, &err);
-  REQUIRE(r);
-  CHECK(read_markers(*r).size() == 200);
-  CHECK(!r->truncated());
-  CHECK(r->problems().empty());
+  check_reads_whole(path, 200);
   unlink(path.c_str());
   unlink(cut_path.c_str());
 }
@@ -143,9 +154,7 @@ TEST_CASE("reader: a frame that spans flushes, cut anywhere, reads every flush b
   size_t prev = 0;
   for (uint64_t cut = frame_start; cut <= ends.back(); ++cut) {
     spit(cut_path, whole.substr(0, cut));
-    std::string err;
-    auto r = CaptureReader::open(cut_path, &err);
-    REQUIRE(r);
+    auto r = open_capture(cut_path);
     auto got = read_markers(*r);
     for (size_t i = 0; i < got.size(); ++i) REQUIRE(got[i] == i);  // a prefix, in order
     CHECK(got.size() >= prev);  // a later cut never reads less
@@ -165,13 +174,7 @@ TEST_CASE("reader: a frame that spans flushes, cut anywhere, reads every flush b
     }
   }
   // The whole file: one frame of six flushes, ended by the writer's destructor.
-  std::string err;
-  auto r = CaptureReader::open(path, &err);
-  REQUIRE(r);
-  CHECK(read_markers(*r).size() == 180);
-  CHECK(!r->truncated());
-  CHECK(r->problems().empty());
-  CHECK(r->frames_read() == 2);
+  CHECK(check_reads_whole(path, 180)->frames_read() == 2);
   unlink(path.c_str());
   unlink(cut_path.c_str());
 }
@@ -219,9 +222,7 @@ TEST_CASE("reader: an unfinished frame before the open one loses only itself") {
   std::string spliced = a.substr(0, whole_end) + b.substr(other_start, half - other_start) +
                         a.substr(whole_end, open_end - whole_end);
   spit(a_path, spliced);
-  std::string err;
-  auto r = CaptureReader::open(a_path, &err);
-  REQUIRE(r);
+  auto r = open_capture(a_path);
   auto got = read_markers(*r);
   REQUIRE(got.size() == 110);
   for (size_t i = 0; i < got.size(); ++i) CHECK(got[i] == i);
@@ -261,9 +262,7 @@ TEST_CASE("reader: a flipped bit in a block header of the open last frame keeps 
       std::string bad = whole;
       bad[h + bit / 8] = char(bad[h + bit / 8] ^ (1 << (bit % 8)));
       spit(path, bad);
-      std::string err;
-      auto r = CaptureReader::open(path, &err);
-      REQUIRE(r);
+      auto r = open_capture(path);
       auto got = read_markers(*r);
       ++flips;
       if (!ZSTD_isError(ZSTD_findFrameCompressedSize(bad.data() + frame_start, bad.size() - frame_start))) {
@@ -290,9 +289,7 @@ TEST_CASE("reader: frames that span flushes and hold more than the writer's fram
   // reader's buffer starts at; then a second frame of 2 flushes.
   std::string path = temp_path("big-flushes.hsnap");
   write_flushed_markers(path, 5, 40000, 3, 100);
-  std::string err;
-  auto r = CaptureReader::open(path, &err);
-  REQUIRE(r);
+  auto r = open_capture(path);
   auto got = read_markers(*r);
   REQUIRE(got.size() == 200000);
   for (size_t i = 0; i < got.size(); ++i) REQUIRE(got[i] == i);
@@ -311,9 +308,7 @@ TEST_CASE("reader: a flipped byte inside a frame loses that frame only, with its
     std::string bad = data;
     bad[at] = char(bad[at] ^ 0x5a);
     spit(path, bad);
-    std::string err;
-    auto r = CaptureReader::open(path, &err);
-    REQUIRE(r);
+    auto r = open_capture(path);
     auto got = read_markers(*r);
     // Frames 1, 2, 4, 5 survive intact; the damaged one is reported, never half-read as garbage.
     CHECK(got.size() >= 160);
@@ -346,9 +341,7 @@ TEST_CASE("reader: garbage between frames is skipped and reported") {
   std::string data = slurp(path);
   std::string bad = data.substr(0, ends[0]) + std::string(333, 'x') + data.substr(ends[0]);
   spit(path, bad);
-  std::string err;
-  auto r = CaptureReader::open(path, &err);
-  REQUIRE(r);
+  auto r = open_capture(path);
   CHECK(read_markers(*r).size() == 30);
   REQUIRE(r->problems().size() == 1);
   CHECK(r->problems()[0].offset == ends[0]);
@@ -375,9 +368,7 @@ TEST_CASE("reader: the read-ahead thread gives the same records, problems and fi
     bool truncated;
   };
   auto read = [&](Mode m, int passes) {
-    std::string err;
-    auto r = CaptureReader::open(path, &err);
-    REQUIRE(r);
+    auto r = open_capture(path);
     r->set_read_ahead(m);
     Seen out;
     for (int i = 0; i < passes; ++i) out.markers = read_markers(*r);
@@ -400,9 +391,7 @@ TEST_CASE("reader: the read-ahead thread gives the same records, problems and fi
   Seen again = read(Mode::always, 2);
   CHECK(again.markers == one.markers);
   // Stopping early: the thread is told to quit and the rest is not read.
-  std::string err;
-  auto r = CaptureReader::open(path, &err);
-  REQUIRE(r);
+  auto r = open_capture(path);
   r->set_read_ahead(Mode::always);
   int seen = 0;
   r->for_each_record([&](const heapsnap::wire::Record &rec, const heapsnap::capture::RecordPos &) {

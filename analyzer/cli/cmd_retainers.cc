@@ -161,6 +161,8 @@ int run_top(const TopArgs &a) {
     nodes.reserve(g.dom.preorder.size());  // the reachable nodes: no regrowth (10^8 of them)
     for (uint32_t v = 1; v < g.csr.num_nodes; ++v)
       if (g.retained.count[v]) nodes.push_back(v);
+    const size_t reachable = nodes.size();
+    out["reachable_blocks"] = reachable;
     size_t k = std::min(a.limit, nodes.size());
     std::partial_sort(nodes.begin(), nodes.begin() + long(k), nodes.end(),
                       [&](uint32_t x, uint32_t y) { return g.retained.bytes[x] > g.retained.bytes[y]; });
@@ -169,7 +171,7 @@ int run_top(const TopArgs &a) {
       printf("%s — %s reachable in %s blocks\n\n",
              out_style(Style::kHeading, "top retainers of snapshot " + std::to_string(c.snap.info.index) + " (" +
                                             snapshot::trigger_name(c.snap.info.trigger) + ")").c_str(),
-             c.szc(double(total)).c_str(), human_count(c.snap.blocks()).c_str());
+             c.szc(double(total)).c_str(), human_count(reachable).c_str());
       print_styled(Style::kHeader, "%12s %7s %12s %10s  %s\n", "retained", "%", "shallow", "blocks", "object");
     }
     json arr = json::array();

@@ -57,6 +57,19 @@ bool load_chosen_snapshot(const SnapshotArgs &a, snapshot::HeapSnapshot *out, co
       return false;
     }
     reader = capture::CaptureReader::open(a.file, &err);
+  } else {
+    // Asked for by index: an incomplete one (its child died or failed part-way) holds a partial
+    // heap or none, and every answer from it would look like a real, smaller heap.
+    auto list = snapshot::list_snapshots(*reader);
+    for (const auto &s : list) {
+      if (int(s.index) != index || (s.have_end && s.end.complete())) continue;
+      std::string why = !s.have_end ? "its records stop before its end (the program or the snapshot child was killed?)"
+                                    : (s.end.error().empty() ? "it failed part-way" : s.end.error());
+      print_error("%s: snapshot %d is incomplete: %s; `heapsnap snapshots %s` lists the complete ones", a.file.c_str(),
+                  index, why.c_str(), a.file.c_str());
+      return false;
+    }
+    reader = capture::CaptureReader::open(a.file, &err);
   }
   bool ok = snapshot::load_snapshot(*reader, uint32_t(index), out, &err, opts);
   if (!ok) {

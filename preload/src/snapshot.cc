@@ -97,7 +97,10 @@ struct Child {
 
   Mapping *maps = nullptr;
   long nmaps = 0;
-  bool *has_blocks = nullptr;  // per mapping
+  // Per mapping: what of the heap it holds (Holds). Blocks may run on into the mappings after
+  // theirs: a brk heap the kernel split in two (in a forked child), or a block crossing them.
+  uint8_t *holds = nullptr;
+  uint64_t inside_end = 0;  // the end of the latest block found: no block starts before it
 
   // Blocks in address order; a bit per block for the sampled ones.
   uint64_t *addr = nullptr;
@@ -123,6 +126,28 @@ struct Child {
   uint64_t edges = 0, interior = 0, root_edges = 0, roots = 0, root_bytes = 0;
   const char *error = nullptr;
 };
+
+// What a mapping holds, for the root scan: nothing of the heap (a root), only glibc's mmapped
+// chunks (the kernel merges one with an adjacent anonymous mapping of the program's: the rest of
+// it is the program's memory, a root), or heap proper (an arena, pool objects: not a root).
+enum Holds : uint8_t { kHoldsNothing = 0, kHoldsMmappedChunks = 1, kHoldsHeap = 2 };
+
+HS_INLINE void note_holds(Child &c, long mi, uint8_t what) {
+  if (c.holds[mi] < what) c.holds[mi] = what;
+}
+
+// The memory a block of the snapshot takes in its mapping: its glibc chunk (header included)
+// under glibc's layout, else the block itself.
+HS_INLINE void block_extent(uint64_t a, uint64_t *lo, uint64_t *hi) {
+  uint64_t usable = usable::of(reinterpret_cast<void *>(a));
+  if (usable::g_glibc_layout) {
+    uint64_t head = reinterpret_cast<const uint64_t *>(a)[-1];
+    *lo = a - ((head & 2) ? 16 : 8);
+  } else {
+    *lo = a;
+  }
+  *hi = a + usable;
+}
 
 bool child_write(int fd, const void *p, size_t n) {
   const auto *c = static_cast<const uint8_t *>(p);
@@ -242,8 +267,14 @@ HS_INLINE uint64_t nonzero_bytes(uint64_t x) {
 // to the next instead would wait for memory at every block.
 HS_NOINLINE void enumerate_range(Child &c, long mi, uint64_t lo, uint64_t hi) {
   const Mapping &m = c.maps[mi];
+  // A block may end in a mapping that follows this one with no gap.
+  long last = mi;
+  uint64_t limit = m.end;
+  while (last + 1 < c.nmaps && c.maps[last + 1].start == limit && c.maps[last + 1].readable && c.maps[last + 1].writable) {
+    ++last;
+    limit = c.maps[last].end;
+  }
   uint64_t g = (lo + 15) & ~uint64_t(15);
-  uint32_t n0 = c.n;
   constexpr uint32_t kCandidates = 1024, kAhead = 16;  // 4 KiB of stack
   uint32_t cand[kCandidates];
   while (g < hi && !c.error) {
@@ -259,7 +290,6 @@ HS_NOINLINE void enumerate_range(Child &c, long mi, uint64_t lo, uint64_t hi) {
     const uint64_t first = (g - region) >> shadow::kGranuleShift;
     const uint64_t end = first + ((stop - g) >> shadow::kGranuleShift);
     uint64_t bytes = 0;
-    uint64_t inside = 0;  // granules before this one belong to the latest block
     uint64_t w = first & ~uint64_t(7);
     while (w < end && !c.error) {
       // Gather candidates: the non-zero shadow bytes of the next words.
@@ -280,13 +310,13 @@ HS_NOINLINE void enumerate_range(Child &c, long mi, uint64_t lo, uint64_t hi) {
       for (uint32_t k = 0; k < nc; ++k) {
         if (k + kAhead < nc) __builtin_prefetch(reinterpret_cast<const void *>(region + (uint64_t(cand[k + kAhead]) << 4) - 8));
         uint64_t i = cand[k];
-        if (i < inside) continue;  // inside the previous block (a large block's size bytes, or stale)
-        uint8_t v = leaf[i];
         uint64_t a = region + (i << 4);
+        if (a < c.inside_end) continue;  // inside the previous block (a large block's size bytes, or stale)
+        uint8_t v = leaf[i];
         // Check the block against its glibc chunk header; a racing thread may have left it torn.
         uint64_t usable = (a >= m.start + 8) ? usable::of(reinterpret_cast<void *>(a)) : 0;
         uint64_t req = 0;
-        bool ok = usable > 0 && usable < (uint64_t(1) << 46) && a + usable <= m.end;
+        bool ok = usable > 0 && usable < (uint64_t(1) << 46) && a + usable <= limit;
         if (HS_LIKELY(ok)) {
           req = shadow::requested_size(reinterpret_cast<void *>(a), v, usable::shadow_base(reinterpret_cast<void *>(a), usable));
           ok = req <= usable;
@@ -304,13 +334,17 @@ HS_NOINLINE void enumerate_range(Child &c, long mi, uint64_t lo, uint64_t hi) {
         ++c.n;
         bytes += req;
         // Nothing else starts inside this block.
-        inside = i + ((usable + 8 + 15) >> 4);
+        c.inside_end = a + (((usable + 8 + 15) >> 4) << 4);
+        // An mmapped chunk (IS_MMAPPED in its header) is all glibc's; any other block is in an
+        // arena, and so is everything around it.
+        uint8_t what = usable::g_glibc_layout && (reinterpret_cast<const uint64_t *>(a)[-1] & 2) ? kHoldsMmappedChunks : kHoldsHeap;
+        note_holds(c, mi, what);
+        for (long j = mi + 1; j <= last && c.maps[j].start < a + usable; ++j) note_holds(c, j, what);
       }
     }
     c.bytes += bytes;
     g = stop;
   }
-  if (c.n != n0) c.has_blocks[mi] = true;
 }
 
 // Adds the pools' objects to the (address-ordered) block list. A malloc block that holds pool
@@ -376,12 +410,35 @@ void merge_pool_objects(Child &c) {
   c.n = out;
 }
 
-// Mappings holding blocks or pool objects are heap, not roots.
+// Mappings holding pool objects are heap, not roots (enumerate_range marked the blocks' ones).
 void mark_heap_mappings(Child &c) {
+  if (!c.pool_obj) return;
   for (long m = 0; m < c.nmaps; ++m) {
-    const uint64_t *first = std::lower_bound(c.addr, c.addr + c.n, c.maps[m].start);
-    if (first != c.addr + c.n && *first < c.maps[m].end) c.has_blocks[m] = true;
+    const uint64_t *p = std::lower_bound(c.addr, c.addr + c.n, c.maps[m].start);
+    for (; p != c.addr + c.n && *p < c.maps[m].end; ++p)
+      if (c.pool_obj[p - c.addr] != UINT32_MAX) {
+        note_holds(c, m, kHoldsHeap);
+        break;
+      }
   }
+}
+
+// Calls fn(lo, hi) for the parts of [lo, hi) that no block's extent covers.
+template <typename Fn>
+void for_each_outside_blocks(const Child &c, uint64_t lo, uint64_t hi, Fn fn) {
+  const uint64_t *p = std::lower_bound(c.addr, c.addr + c.n, lo);
+  if (p != c.addr) --p;  // a block starting before lo may reach into it
+  uint64_t at = lo;
+  for (; p != c.addr + c.n && at < hi; ++p) {
+    if (c.pool_obj && c.pool_obj[p - c.addr] != UINT32_MAX) continue;  // no chunk header
+    uint64_t b_lo, b_hi;
+    block_extent(*p, &b_lo, &b_hi);
+    if (b_lo >= hi) break;
+    if (b_hi <= at) continue;
+    if (b_lo > at) fn(at, b_lo);
+    at = b_hi;
+  }
+  if (at < hi) fn(at, hi);
 }
 
 // The scans that look pointers up are built twice, for baseline x86-64 and with the popcnt
@@ -792,7 +849,7 @@ void scan_roots(Child &c, const regs::Result &rr) {
     if (module_path) prev_module = m.path;
     else if (!module) prev_module = nullptr;
     prev_end = m.end;
-    if (!m.readable || !m.writable || c.has_blocks[i] || is_ours(m)) continue;
+    if (!m.readable || !m.writable || c.holds[i] == kHoldsHeap || is_ours(m)) continue;
     if (module && strstr(module, "libheapsnap_preload")) continue;  // the shim's .bss
     if (m.path[0] == '[' && strcmp(m.path, "[stack]") != 0 && strcmp(m.path, "[heap]") != 0) continue;  // vvar, vdso
     if (strcmp(m.path, "[heap]") == 0) continue;  // the main arena: blocks, not roots
@@ -812,11 +869,16 @@ void scan_roots(Child &c, const regs::Result &rr) {
     uint64_t sp = tid ? known_sp(rr, tid) : 0;
     if (!tid && !module && !m.path[0]) tid = thread_with_sp_in(rr, m.start, m.end, &sp);
     if (sp > start + kRedZone && sp < end) start = sp - kRedZone;
-    for_each_included(start, end, [&](uint64_t lo, uint64_t hi) {
+    auto scan = [&](uint64_t lo, uint64_t hi) {
       if (tid) scan_root(c, 1, tid, lo, hi, "thread stack");
       else if (module) scan_root(c, 0, 0, lo, hi, module);
       else scan_root(c, 4, 0, lo, hi, m.path[0] ? m.path : "anonymous");
-    });
+    };
+    // A mapping the kernel merged with glibc's mmapped chunks: the rest of it is the program's.
+    if (c.holds[i] == kHoldsMmappedChunks)
+      for_each_included(start, end, [&](uint64_t lo, uint64_t hi) { for_each_outside_blocks(c, lo, hi, scan); });
+    else
+      for_each_included(start, end, scan);
   }
 }
 
@@ -901,7 +963,7 @@ void on_child_fault(int sig) {
   char *scratch = static_cast<char *>(heap::alloc(32u << 20));
   c.nmaps = c.maps && scratch ? read_proc_maps(c.maps, kMaxMaps, scratch, 32u << 20) : -1;
   if (c.nmaps < 0) child_exit(3);
-  c.has_blocks = static_cast<bool *>(heap::alloc_zeroed(size_t(c.nmaps) + 1));
+  c.holds = static_cast<uint8_t *>(heap::alloc_zeroed(size_t(c.nmaps) + 1));
 
   Phases ph;
   ph.mark("maps");

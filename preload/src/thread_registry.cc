@@ -50,19 +50,31 @@ uint64_t read_rss() {
 
 }  // namespace
 
+namespace {
+
+// Records a heap figure reached by `when` as the peak if it is higher than the one recorded.
+void raise_peak(int64_t candidate, uint64_t when) {
+  int64_t peak = g_totals.peak.load(std::memory_order_relaxed);
+  while (candidate > peak) {
+    if (g_totals.peak.compare_exchange_weak(peak, candidate, std::memory_order_relaxed)) {
+      g_totals.peak_time.store(when, std::memory_order_relaxed);
+      break;
+    }
+  }
+}
+
+}  // namespace
+
 void fold_heap(ThreadLocal &t) {
   int64_t d = exchange_relaxed(t.counters.heap_delta, kHeapBias) - kHeapBias;
   int64_t before = g_totals.heap.fetch_add(d, std::memory_order_relaxed);
   int64_t max = t.heap_delta_max - kHeapBias;
   int64_t candidate = before + (max > d ? max : d);
   store_relaxed(t.heap_delta_max, kHeapBias);
-  int64_t peak = g_totals.peak.load(std::memory_order_relaxed);
-  while (candidate > peak) {
-    if (g_totals.peak.compare_exchange_weak(peak, candidate, std::memory_order_relaxed)) {
-      g_totals.peak_time.store(coarse_rel_ns(), std::memory_order_relaxed);
-      break;
-    }
-  }
+  // (When the candidate is an excursion that has fallen back since, it happened at some point
+  // since this thread's last fold, and since the last read_totals if that did not see it: now is
+  // its latest possible time.)
+  raise_peak(candidate, coarse_rel_ns());
 }
 
 void registry_lock() { pthread_mutex_lock(&g_registry_mutex); }
@@ -89,7 +101,10 @@ ThreadState *register_current_thread() {
   g_threads = s;
   registry_unlock();
   g_totals.threads_seen.fetch_add(1, std::memory_order_relaxed);
-  g_totals.live_threads.fetch_add(1, std::memory_order_relaxed);
+  uint32_t live = g_totals.live_threads.fetch_add(1, std::memory_order_relaxed) + 1;
+  uint32_t most = g_totals.most_live_threads.load(std::memory_order_relaxed);
+  while (live > most && !g_totals.most_live_threads.compare_exchange_weak(most, live, std::memory_order_relaxed)) {
+  }
   return s;
 }
 
@@ -192,17 +207,20 @@ TotalsView read_totals() {
   // updates (threads that outlive main, tests/integration/misbehave_cases.py threads_outlive).
   v.heap = int64_t(v.bytes_allocated - v.bytes_freed);
   v.live_blocks = v.alloc_calls - v.free_calls;
+  v.time_ns = now_rel_ns();
+  // Kept as the peak, not only reported: the writer reads the totals every flush, and a heap
+  // that no fold saw (threads whose blocks are each under kFoldBytes, or a single thread's rise
+  // and fall between two folds) must stay the peak with the time it was first seen, not move to
+  // the time of whichever later read or fold finds it again (issue: peak "at exit" for a block
+  // freed long before).
+  raise_peak(v.heap + best_excursion, v.time_ns);
   int64_t peak = g_totals.peak.load(std::memory_order_relaxed);
   v.peak_time = g_totals.peak_time.load(std::memory_order_relaxed);
-  v.time_ns = now_rel_ns();
-  if (v.heap + best_excursion > peak) {
-    peak = v.heap + best_excursion;
-    v.peak_time = v.time_ns;  // the excursion happened since the last fold: at most this late
-  }
   v.peak = uint64_t(peak > 0 ? peak : 0);
   v.threads_seen = g_totals.threads_seen.load(std::memory_order_relaxed);
-  uint32_t live = g_totals.live_threads.load(std::memory_order_relaxed);
-  v.peak_accuracy = live > 1 ? uint32_t(live * kFoldBytes) : 0;
+  // The threads' unfolded deltas are what the folded figure can miss: as many as ever ran at once.
+  uint32_t most = g_totals.most_live_threads.load(std::memory_order_relaxed);
+  v.peak_accuracy = most > 1 ? uint32_t(most * kFoldBytes) : 0;
   v.dropped = g_totals.dropped_events.load(std::memory_order_relaxed);
   v.rss = read_rss();
   return v;

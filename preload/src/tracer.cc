@@ -180,9 +180,13 @@ __attribute__((destructor)) void heapsnap_finish() {
   if (!tracing() || getpid() != g_pid) return;
   ErrnoSaver es;
   ++t_local.guard;
-  set_state(kStopped);
+  // The writer first (a snapshot its tick starts would race the ones below). The exit snapshot
+  // while still tracing: threads that outlive main keep allocating and freeing until the
+  // snapshot parks them, and an untraced call there would leave the shadow stale (freed blocks
+  // still listed, new ones missing).
   writer_stop_thread();
   snapshot::at_exit();
+  set_state(kStopped);
   writer_finish("exit");
   unwind::write_check_report(config.unwind_check);
   --t_local.guard;
@@ -193,10 +197,10 @@ void finish_before_process_ends(const char *reason) {
   if (!tracing() || getpid() != g_pid) return;  // getpid differs in a vfork child: hands off
   ErrnoSaver es;
   ++t_local.guard;
-  set_state(kStopped);
-  writer_stop_thread();
+  writer_stop_thread();  // then the snapshots while still tracing, as in heapsnap_finish
   if (strcmp(reason, "exec") == 0) snapshot::drain();
   else snapshot::at_exit();
+  set_state(kStopped);
   writer_finish(reason);
   unwind::write_check_report(config.unwind_check);
   --t_local.guard;

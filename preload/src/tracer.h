@@ -40,6 +40,7 @@ struct GlobalTotals {
   std::atomic<uint64_t> peak_time{0};
   std::atomic<uint32_t> threads_seen{0};
   std::atomic<uint32_t> live_threads{0};
+  std::atomic<uint32_t> most_live_threads{0};  // the most registered at once
   std::atomic<uint64_t> dropped_events{0};
 };
 extern GlobalTotals g_totals HS_HIDDEN;

@@ -1,6 +1,7 @@
 // Writes a capture holding one heap snapshot of a synthetic object graph, without running any
 // program, so that the graph engine can be tested and measured at 10^8 nodes:
-//   synth_capture N KIND OUT.hsnap [SEED]      KIND: heap | random | list | dlist | tree
+//   synth_capture N KIND OUT.hsnap [SEED [incomplete]]      KIND: heap | random | list | dlist | tree
+// "incomplete" marks the snapshot as one whose child failed part-way (what a killed child leaves).
 // Node 0 of the generated graph becomes the root range; node i >= 1 becomes block i - 1.
 #include <chrono>
 #include <cstdio>
@@ -22,12 +23,13 @@ uint64_t zig(int64_t v) { return (uint64_t(v) << 1) ^ uint64_t(v >> 63); }
 
 int main(int argc, char **argv) {
   if (argc < 4) {
-    fprintf(stderr, "usage: synth_capture N heap|random|list|dlist|tree OUT.hsnap [SEED]\n");
+    fprintf(stderr, "usage: synth_capture N heap|random|list|dlist|tree OUT.hsnap [SEED [incomplete]]\n");
     return 2;
   }
   uint32_t n = uint32_t(strtoul(argv[1], nullptr, 10));
   std::string kind = argv[2];
   uint64_t seed = argc > 4 ? strtoull(argv[4], nullptr, 10) : 1;
+  bool incomplete = argc > 5 && std::string(argv[5]) == "incomplete";
   auto t0 = std::chrono::steady_clock::now();
   graph::SyntheticGraph sg;
   if (kind == "heap") sg = graph::heap_like_graph(n, seed);
@@ -154,7 +156,8 @@ int main(int argc, char **argv) {
   e->set_edges(edges);
   e->set_root_edges(k);
   e->set_roots(1);
-  e->set_complete(true);
+  e->set_complete(!incomplete);
+  if (incomplete) e->set_error("snapshot child killed by signal 9");
   w.add(r);
   r.Clear();
   r.mutable_end()->set_reason("exit");

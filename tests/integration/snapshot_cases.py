@@ -313,5 +313,97 @@ def case_sleepers_interrupted(a):
     check(continued >= 10, "the snapshots record the system calls continued (%d)" % continued)
 
 
+# --- the edges of the snapshot and peak machinery (tests/programs/snapshot_edges.c) ------------
+
+def edges(a):
+    return os.path.join(a.programs, "snapshot_edges")
+
+
+def case_merged_mapping(a):
+    """The kernel merged the program's own mapping with one of glibc's mmapped chunks: the rest of
+    the merged mapping is a root (it held the only pointers to both blocks), the chunk is not."""
+    r, path = record(a, "merged", [edges(a), "merged"], ["--snapshot-at-exit"])
+    check(r.returncode == 0, "program exits 0 (%s)" % r.stderr)
+    if "merged 1" not in r.stdout:
+        print("SKIP: the kernel did not merge the two mappings: %s" % r.stdout)
+        sys.exit(77)
+    addr = {l.split()[0]: int(l.split()[1], 16) for l in r.stdout.splitlines() if l.split()[0] in ("small", "big")}
+    u = hsnap_json(a, "unreachable", "--json", path)
+    check(u["definitely_lost"]["blocks"] == 0 and u["possibly_lost"]["blocks"] == 0,
+          "nothing lost: both blocks are held by the program's mapping (%s)" % u)
+    for k, v in addr.items():
+        p = hsnap_json(a, "path", "--json", path, hex(v))
+        check(p["reachable"] and len(p["hops"]) == 1 and p["root"]["kind"] == "anonymous",
+              "the %s block is one hop from the program's anonymous mapping (%s)" % (k, p.get("root")))
+
+
+def case_exit_threads(a):
+    """Threads still replacing blocks when main returns: the exit snapshot is taken while the shim
+    still follows them, so every block of the global ring is in it and nothing is lost."""
+    r, path = record(a, "exit_threads", [edges(a), "exit_threads"], ["--snapshot-at-exit"])
+    check(r.returncode == 0, "program exits 0 (%s)" % r.stderr)
+    snaps = hsnap_json(a, "snapshots", "--json", path)["snapshots"]
+    check(len(snaps) == 1 and snaps[0]["complete"], "one complete exit snapshot")
+    check(snaps[0]["blocks"] >= 8 * 2000, "at least the ring's 16,000 blocks (%d)" % snaps[0]["blocks"])
+    u = hsnap_json(a, "unreachable", "--json", path)
+    print("unreachable:", {k: u[k] for k in ("definitely_lost", "indirectly_lost", "possibly_lost", "reachable")})
+    check(u["definitely_lost"]["blocks"] == 0 and u["indirectly_lost"]["blocks"] == 0, "nothing definitely or indirectly lost")
+    # (Possibly lost: the threads' own blocks of the thread library, held by interior pointers.)
+    check(u["possibly_lost"]["blocks"] <= 16, "possibly lost: at most the threads' own few (%d)" % u["possibly_lost"]["blocks"])
+    check(u["reachable"]["blocks"] >= 8 * 2000, "the ring's blocks are reachable (%d)" % u["reachable"]["blocks"])
+
+
+def case_fork_heap(a):
+    """A forked child's brk heap grows in a mapping next to the one fork copied: the block across
+    the two is in the child's exit snapshot like the others (150 blocks, none skipped)."""
+    r, path = record(a, "fork_heap", [edges(a), "fork"], ["--snapshot-at-exit"])
+    check(r.returncode == 0, "program exits 0 (%s)" % r.stderr)
+    pid = [l.split()[1] for l in r.stdout.splitlines() if l.startswith("child_pid")]
+    want = {int(l.split()[1], 16) for l in r.stdout.splitlines() if l.startswith("child_block")}
+    check(len(pid) == 1 and len(want) == 50, "the child reports its pid and 50 blocks")
+    child = [os.path.join(a.workdir, f) for f in os.listdir(a.workdir) if f.startswith("fork_heap.hsnap.")]
+    check(len(child) == 1, "the child's capture is beside the parent's (%s)" % child)
+    snaps = hsnap_json(a, "snapshots", "--json", child[0])["snapshots"]
+    check(len(snaps) == 1 and snaps[0]["complete"], "the child has one complete exit snapshot")
+    check(snaps[0].get("skipped_blocks", 0) == 0, "no block skipped (%s)" % snaps[0].get("skipped_blocks"))
+    d = hsnap_json(a, "snapshots", "--dump", "0", child[0])
+    have = {int(b["address"], 16) for b in d["block_list"]}
+    missing = sorted(hex(x) for x in want - have)
+    check(not missing, "every block the child allocated is in its snapshot (missing %s)" % missing)
+    check(len(have) >= 150, "the parent's 100 blocks and the child's 50 (%d)" % len(have))
+
+
+def case_peak(a):
+    """The peak of a block that no fold saw (under 256 KiB): its size, at the time it was live, not
+    at exit; and eight threads' blocks live at once add up."""
+    r, path = record(a, "peak", [edges(a), "peak"], [])
+    check(r.returncode == 0, "program exits 0")
+    s = hsnap_json(a, "summary", "--json", path)
+    check(s["peak_heap_bytes"] >= 200000, "peak at least the 200,000-byte block (%d)" % s["peak_heap_bytes"])
+    check(s["peak_time_s"] < 0.3 + 0.15, "the peak is placed while the block was live, not later (%.3f s)" % s["peak_time_s"])
+    r, path = record(a, "peak_threads", [edges(a), "peak_threads"], [])
+    check(r.returncode == 0, "program exits 0")
+    s = hsnap_json(a, "summary", "--json", path)
+    check(s["peak_heap_bytes"] >= 8 * 250000, "eight threads' blocks live at once: peak at least 2,000,000 (%d)" % s["peak_heap_bytes"])
+    check(s["peak_accuracy_bytes"] >= 9 * 256 * 1024,
+          "the accuracy counts the threads that ran at once, not those left at exit (%d)" % s["peak_accuracy_bytes"])
+
+
+def case_incomplete_chosen(a):
+    """A snapshot asked for by index that its child never finished: an error, not an empty heap."""
+    path = os.path.join(a.workdir, "incomplete.hsnap")
+    if os.path.exists(path):
+        os.unlink(path)
+    r = run([os.path.join(a.programs, "synth_capture"), "100", "list", path, "1", "incomplete"])
+    check(r.returncode == 0, "synth_capture writes the capture (%s)" % r.stderr)
+    for cmd in (["top-retainers", "--snapshot", "0", path], ["unreachable", "--snapshot", "0", path],
+                ["dominators", "--snapshot", "0", path], ["diff", path + ":0", path + ":0"]):
+        q = run([a.heapsnap] + cmd)
+        check(q.returncode != 0 and "snapshot 0 is incomplete" in q.stderr and "killed by signal 9" in q.stderr,
+              "%s: refused, with the reason (rc %d, %s)" % (cmd[0], q.returncode, q.stderr.strip()))
+    q = run([a.heapsnap, "top-retainers", path])
+    check(q.returncode != 0 and "no complete snapshot" in q.stderr, "no index: no complete snapshot to choose (%s)" % q.stderr.strip())
+
+
 if __name__ == "__main__":
     casekit.main(globals(), ["--heapsnap", "--programs"])

@@ -1,0 +1,150 @@
+// Heaps at the edges of the snapshot and peak machinery, one per mode (snapshot_edges MODE):
+//   merged        a program's own anonymous mapping right above one of glibc's mmapped chunks, so
+//                 that the kernel merges them into one mapping; the mapping holds the only
+//                 pointers to a 5000-byte block and to the 1 MiB chunk. Prints "merged 1" when the
+//                 two share a mapping (else the case proves nothing and says so).
+//   exit_threads  8 threads keep replacing the blocks of a global ring of 8 x 2000 slots; main
+//                 returns without stopping them. Every block is held by the ring.
+//   fork          100 blocks of 1000 bytes, then fork; the child allocates 50 of 3000 bytes (its
+//                 brk heap grows in a mapping of its own, next to the one fork copied), prints
+//                 their addresses and exits (its exit snapshot must hold all 150).
+//   peak          one block of 200,000 bytes held for 0.3 s, then freed, then 0.5 s idle: the peak
+//                 is 200,000 bytes, in the first 0.3 s.
+//   peak_threads  8 threads each hold a block of 250,000 bytes at the same time for 0.3 s: a
+//                 peak of 2,000,000 bytes although no thread moves the heap by 256 KiB.
+#define _GNU_SOURCE
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+static void **g_region;
+
+// Whether [a, a+1) and [b, b+1) lie in one line of /proc/self/maps.
+static int same_mapping(uintptr_t a, uintptr_t b) {
+  FILE *f = fopen("/proc/self/maps", "r");
+  char line[512];
+  int same = 0;
+  while (f && fgets(line, sizeof line, f)) {
+    unsigned long lo, hi;
+    if (sscanf(line, "%lx-%lx", &lo, &hi) == 2 && a >= lo && a < hi) same = b >= lo && b < hi;
+  }
+  if (f) fclose(f);
+  return same;
+}
+
+static int merged(void) {
+  const size_t big = 1 << 20;
+  char *chunk = malloc(big);  // above the mmap threshold: a chunk of its own mapping
+  memset(chunk, 1, 64);
+  uint64_t head = ((uint64_t *)chunk)[-1];
+  uintptr_t chunk_start = (uintptr_t)chunk - 16, chunk_end = chunk_start + (head & ~(uint64_t)7);
+  // The program's mapping right below or right above the chunk, with the same protection: one
+  // mapping for the kernel.
+  const size_t len = 1 << 16;
+  const int flags = MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED_NOREPLACE;
+  g_region = mmap((void *)(chunk_start - len), len, PROT_READ | PROT_WRITE, flags, -1, 0);
+  if (g_region == MAP_FAILED) g_region = mmap((void *)chunk_end, len, PROT_READ | PROT_WRITE, flags, -1, 0);
+  if (g_region == MAP_FAILED) g_region = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  g_region[0] = malloc(5000);
+  memset(g_region[0], 2, 5000);
+  g_region[1] = chunk;
+  printf("merged %d\n", same_mapping((uintptr_t)g_region, (uintptr_t)chunk));
+  printf("small %p\nbig %p\n", g_region[0], (void *)chunk);
+  chunk = NULL;
+  return 0;
+}
+
+#define RING_THREADS 8
+#define RING_SLOTS 2000
+static void *g_ring[RING_THREADS][RING_SLOTS];
+static atomic_int g_started;
+
+static void *ring_worker(void *arg) {
+  long id = (long)arg;
+  unsigned seed = (unsigned)id * 7919u + 1u;
+  for (int i = 0; i < RING_SLOTS; i++) g_ring[id][i] = calloc(1, 64);
+  atomic_fetch_add(&g_started, 1);
+  for (;;) {
+    int i = rand_r(&seed) % RING_SLOTS;
+    void *p = malloc(16 + rand_r(&seed) % 2000);
+    memset(p, 0, 16);
+    void *old = g_ring[id][i];
+    g_ring[id][i] = p;
+    free(old);
+  }
+  return NULL;
+}
+
+static int exit_threads(void) {
+  pthread_t t;
+  for (long i = 0; i < RING_THREADS; i++) pthread_create(&t, NULL, ring_worker, (void *)i);
+  while (atomic_load(&g_started) < RING_THREADS) usleep(1000);
+  usleep(300000);
+  return 0;  // the workers are still replacing blocks
+}
+
+static void *g_parent_blocks[100], *g_child_blocks[50];
+
+static int forked(void) {
+  for (int i = 0; i < 100; i++) g_parent_blocks[i] = malloc(1000);
+  fflush(stdout);
+  pid_t pid = fork();
+  if (pid == 0) {
+    for (int i = 0; i < 50; i++) g_child_blocks[i] = malloc(3000);
+    for (int i = 0; i < 50; i++) printf("child_block %p\n", g_child_blocks[i]);
+    printf("child_pid %d\n", (int)getpid());
+    exit(0);
+  }
+  int status;
+  waitpid(pid, &status, 0);
+  return WIFEXITED(status) ? WEXITSTATUS(status) : 1;
+}
+
+static int peak(void) {
+  char *volatile p = malloc(200000);
+  memset(p, 1, 200000);
+  usleep(300000);
+  free(p);
+  usleep(500000);
+  return 0;
+}
+
+static pthread_barrier_t g_barrier;
+
+static void *peak_worker(void *arg) {
+  char *volatile p = malloc(250000);
+  memset(p, 1, 250000);
+  pthread_barrier_wait(&g_barrier);  // all 8 blocks live
+  pthread_barrier_wait(&g_barrier);
+  free(p);
+  return arg;
+}
+
+static int peak_threads(void) {
+  pthread_t t[8];
+  pthread_barrier_init(&g_barrier, NULL, 9);
+  for (int i = 0; i < 8; i++) pthread_create(&t[i], NULL, peak_worker, NULL);
+  pthread_barrier_wait(&g_barrier);
+  usleep(300000);
+  pthread_barrier_wait(&g_barrier);
+  for (int i = 0; i < 8; i++) pthread_join(t[i], NULL);
+  return 0;
+}
+
+int main(int argc, char **argv) {
+  setvbuf(stdout, NULL, _IONBF, 0);
+  const char *m = argc > 1 ? argv[1] : "";
+  if (!strcmp(m, "merged")) return merged();
+  if (!strcmp(m, "exit_threads")) return exit_threads();
+  if (!strcmp(m, "fork")) return forked();
+  if (!strcmp(m, "peak")) return peak();
+  if (!strcmp(m, "peak_threads")) return peak_threads();
+  fprintf(stderr, "usage: snapshot_edges merged|exit_threads|fork|peak|peak_threads\n");
+  return 2;
+}

@@ -588,50 +588,75 @@ int run_diff(const DiffArgs &d) {
   }
   HeapSnapshot x, y;
   if (!load_chosen_snapshot(sa, &x) || !load_chosen_snapshot(sb, &y)) return kExitInput;
+  // Sites are matched by module and offset, not by address: two runs of a program load it at
+  // different addresses (ASLR), and each side is symbolized with its own capture's modules.
+  auto context = [&](const std::string &file) {
+    std::string err;
+    replay::ReplayResult ctx;
+    if (auto reader = capture::CaptureReader::open(file, &err)) {
+      replay::ReplayOptions o;
+      o.context_only = true;
+      ctx = replay::replay(*reader, o);
+    }
+    return std::make_unique<replay::StackSymbolizer>(ctx.modules, symbolize::command_options(d.debug_dirs));
+  };
+  std::unique_ptr<replay::StackSymbolizer> sym_b = context(sb.file);
+  std::unique_ptr<replay::StackSymbolizer> sym_a = sa.file == sb.file ? nullptr : context(sa.file);
+  replay::StackSymbolizer &before = sym_a ? *sym_a : *sym_b;
   struct Row {
     int64_t count = 0, bytes = 0;
     uint64_t count_a = 0, count_b = 0, bytes_a = 0, bytes_b = 0;
+    uint64_t site = 0;          // an address of it: the after side's when it has one
+    bool site_after = false;
   };
-  std::unordered_map<uint64_t, Row> rows;
+  std::unordered_map<std::string, Row> rows;
+  std::unordered_map<uint64_t, Row *> by_address;  // per side: each distinct address keyed once
+  auto row_of = [&](replay::StackSymbolizer &sym, uint64_t site, bool after) -> Row & {
+    auto [it, fresh] = by_address.try_emplace(site, nullptr);
+    if (fresh) {
+      Row &r = rows[sym.stable_site(site)];
+      if (!r.site_after) {
+        r.site = site;
+        r.site_after = after;
+      }
+      it->second = &r;
+    }
+    return *it->second;
+  };
   for (uint32_t i = 0; i < x.blocks(); ++i) {
-    Row &r = rows[x.call_site[i]];
+    Row &r = row_of(before, x.call_site[i], false);
     ++r.count_a;
     r.bytes_a += x.size[i];
   }
+  by_address.clear();
   for (uint32_t i = 0; i < y.blocks(); ++i) {
-    Row &r = rows[y.call_site[i]];
+    Row &r = row_of(*sym_b, y.call_site[i], true);
     ++r.count_b;
     r.bytes_b += y.size[i];
   }
-  std::vector<std::pair<uint64_t, Row>> v;
-  for (auto &[site, r] : rows) {
+  std::vector<std::pair<std::string, Row>> v;
+  for (auto &[key, r] : rows) {
     r.count = int64_t(r.count_b) - int64_t(r.count_a);
     r.bytes = int64_t(r.bytes_b) - int64_t(r.bytes_a);
-    if (r.count || r.bytes) v.push_back({site, r});
+    if (r.count || r.bytes) v.push_back({key, r});
   }
-  std::sort(v.begin(), v.end(), [](auto &p, auto &q) { return p.second.bytes > q.second.bytes; });
+  std::sort(v.begin(), v.end(), [](auto &p, auto &q) {
+    return p.second.bytes != q.second.bytes ? p.second.bytes > q.second.bytes : p.first < q.first;
+  });
   if (v.size() > d.limit) v.resize(d.limit);
-  std::string err;
-  replay::ReplayResult ctx;
-  if (auto reader = capture::CaptureReader::open(sb.file, &err)) {
-    replay::ReplayOptions o;
-    o.context_only = true;
-    ctx = replay::replay(*reader, o);
-  }
-  replay::StackSymbolizer sym(ctx.modules, symbolize::command_options(d.debug_dirs));
-  auto label = [&](uint64_t site) {
-    const auto &f = sym.frames_of(site);
-    return f.empty() ? hex(site) : f[0].label();
+  auto label = [&](const Row &r) {
+    const auto &f = (r.site_after ? *sym_b : before).frames_of(r.site);
+    return f.empty() ? hex(r.site) : f[0].label();
   };
   int64_t dbytes = 0, dcount = 0;
-  for (auto &[s, r] : rows) {
+  for (auto &[key, r] : rows) {
     dbytes += r.bytes;
     dcount += r.count;
   }
   if (d.json) {
     json arr = json::array();
-    for (auto &[site, r] : v)
-      arr.push_back({{"site", label(site)}, {"call_site", hex(site)}, {"count_change", r.count}, {"bytes_change", r.bytes},
+    for (auto &[key, r] : v)
+      arr.push_back({{"site", label(r)}, {"site_key", key}, {"call_site", hex(r.site)}, {"count_change", r.count}, {"bytes_change", r.bytes},
                      {"count_before", r.count_a}, {"count_after", r.count_b}, {"bytes_before", r.bytes_a},
                      {"bytes_after", r.bytes_b}});
     json out{{"before", d.a}, {"after", d.b}, {"bytes_change", dbytes}, {"count_change", dcount}, {"sites", arr}};
@@ -646,7 +671,7 @@ int run_diff(const DiffArgs &d) {
   printf("%s: %s -> %s: %s in %+lld blocks\n\n", out_style(Style::kHeading, "heap growth by allocation site").c_str(),
          d.a.c_str(), d.b.c_str(), change(dbytes, 0).c_str(), (long long)dcount);
   print_styled(Style::kHeader, "%14s %10s  %s\n", "bytes", "blocks", "site");
-  for (auto &[site, r] : v) printf("%s %+10lld  %s\n", change(r.bytes, 14).c_str(), (long long)r.count, label(site).c_str());
+  for (auto &[key, r] : v) printf("%s %+10lld  %s\n", change(r.bytes, 14).c_str(), (long long)r.count, label(r).c_str());
   return kExitOk;
 }
 

@@ -37,7 +37,7 @@ void StackSymbolizer::add_module(const ModuleRecord &m) {
   info.load_bias = m.load_bias;
   info.build_id = m.build_id;
   uint32_t h = sym_.add_module(info);
-  for (const auto &r : m.exec) ranges_.push_back({r.start, r.end, h, basename_of(m.path)});
+  for (const auto &r : m.exec) ranges_.push_back({r.start, r.end, h, basename_of(m.path), m.path, m.load_bias});
   sorted_ = false;
   last_watched_ = nullptr;
 }
@@ -117,6 +117,13 @@ const std::vector<DisplayFrame> &StackSymbolizer::frames_of(uint64_t address) {
     out.push_back(f);
   }
   return cache_[address] = out;
+}
+
+std::string StackSymbolizer::stable_site(uint64_t address) {
+  char buf[40];
+  const Range *r = address ? range_of(address) : nullptr;
+  snprintf(buf, sizeof(buf), "%s0x%llx", r ? "+" : "", static_cast<unsigned long long>(r ? address - r->load_bias : address));
+  return r ? r->path + buf : std::string(buf);
 }
 
 std::vector<DisplayFrame> StackSymbolizer::stack(const capture::StackTree &tree, uint32_t leaf) {

@@ -40,6 +40,11 @@ class StackSymbolizer {
 
   // Display frames of one return address, innermost first. Address 0 is the truncation marker.
   const std::vector<DisplayFrame> &frames_of(uint64_t address);
+  // A name for the code at `address` that another run of the same program gives it too, with its
+  // modules loaded elsewhere: the module's path and the offset from its load bias
+  // ("/usr/lib/libfoo.so+0x1234"), or the address itself when no module held it. Nothing is
+  // symbolized.
+  std::string stable_site(uint64_t address);
   // All display frames of a stack, innermost first.
   std::vector<DisplayFrame> stack(const capture::StackTree &tree, uint32_t leaf);
   std::vector<std::string> warnings() const { return sym_.warnings(); }
@@ -49,6 +54,8 @@ class StackSymbolizer {
     uint64_t start, end;
     uint32_t handle;
     std::string name;
+    std::string path;
+    uint64_t load_bias;
   };
   const Range *range_of(uint64_t address);
   void watch(const capture::StackTree &tree, uint32_t first_node);

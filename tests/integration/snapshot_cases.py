@@ -313,6 +313,30 @@ def case_sleepers_interrupted(a):
     check(continued >= 10, "the snapshots record the system calls continued (%d)" % continued)
 
 
+def case_diff_runs(a):
+    """diff between the exit snapshots of two runs of one program (its modules loaded at other
+    addresses each time): sites match by module and offset, so the same heap diffs to nothing;
+    and a diff within one capture still names the site that grew."""
+    prog = os.path.join(a.programs, "snapshot_patterns")
+    _, one = record(a, "diff_one", [prog], ["--snapshot-at-exit"])
+    _, two = record(a, "diff_two", [prog], ["--snapshot-at-exit"])
+    d = hsnap_json(a, "diff", "--json", one + ":0", two + ":0")
+    check(d["bytes_change"] == 0 and d["count_change"] == 0 and d["sites"] == [],
+          "the same heap in two runs: no change, no site (%s)" % d)
+    _, path = record(a, "diff_grow", [os.path.join(a.programs, "snapshot_edges"), "grow"], ["--snapshot-on-signal=USR2"])
+    snaps = hsnap_json(a, "snapshots", "--json", path)["snapshots"]
+    check(len(snaps) == 2 and all(x["complete"] for x in snaps), "two snapshots on request (%d)" % len(snaps))
+    d = hsnap_json(a, "diff", "--json", path + ":0", path + ":1")
+    print("sites:", [(x["site"], x["count_change"], x["bytes_change"]) for x in d["sites"]])
+    keys = [x["site_key"] for x in d["sites"]]
+    check(len(keys) == len(set(keys)), "one row per site (%s)" % keys)
+    top = d["sites"][0] if d["sites"] else {}
+    check(top.get("site", "").startswith("grow_second") and top["count_change"] == 50 and top["bytes_change"] == 10000,
+          "the site that grew leads: grow_second, +50 blocks, +10000 bytes (%s)" % top)
+    check(not any(x["site"].startswith("grow_first") for x in d["sites"]), "grow_first did not change")
+    check(all("+0x" in k for k in keys), "sites are keyed by module and offset (%s)" % keys)
+
+
 # --- the edges of the snapshot and peak machinery (tests/programs/snapshot_edges.c) ------------
 
 def edges(a):

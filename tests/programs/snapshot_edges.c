@@ -12,8 +12,11 @@
 //                 is 200,000 bytes, in the first 0.3 s.
 //   peak_threads  8 threads each hold a block of 250,000 bytes at the same time for 0.3 s: a
 //                 peak of 2,000,000 bytes although no thread moves the heap by 256 KiB.
+//   grow          100 blocks of 100 bytes from grow_first, SIGUSR2 (a snapshot when recorded with
+//                 --snapshot-on-signal=USR2), then 50 of 200 bytes from grow_second, SIGUSR2.
 #define _GNU_SOURCE
 #include <pthread.h>
+#include <signal.h>
 #include <stdatomic.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -137,6 +140,26 @@ static int peak_threads(void) {
   return 0;
 }
 
+static void *g_grown[150];
+
+__attribute__((noinline)) static void grow_first(void) {
+  for (int i = 0; i < 100; i++) g_grown[i] = malloc(100);
+}
+
+__attribute__((noinline)) static void grow_second(void) {
+  for (int i = 100; i < 150; i++) g_grown[i] = malloc(200);
+}
+
+static int grow(void) {
+  grow_first();
+  raise(SIGUSR2);
+  usleep(400000);  // the writer serves the request on its next tick (100 ms)
+  grow_second();
+  raise(SIGUSR2);
+  usleep(400000);
+  return 0;
+}
+
 int main(int argc, char **argv) {
   setvbuf(stdout, NULL, _IONBF, 0);
   const char *m = argc > 1 ? argv[1] : "";
@@ -145,6 +168,7 @@ int main(int argc, char **argv) {
   if (!strcmp(m, "fork")) return forked();
   if (!strcmp(m, "peak")) return peak();
   if (!strcmp(m, "peak_threads")) return peak_threads();
-  fprintf(stderr, "usage: snapshot_edges merged|exit_threads|fork|peak|peak_threads\n");
+  if (!strcmp(m, "grow")) return grow();
+  fprintf(stderr, "usage: snapshot_edges merged|exit_threads|fork|peak|peak_threads|grow\n");
   return 2;
 }

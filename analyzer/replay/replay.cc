@@ -474,8 +474,8 @@ class Replayer {
         return;
       }
       case wire::REALLOC: {
-        LiveEntry b;
-        bool live = live_.resize(id, size, &b);  // b: the entry before
+        LiveEntry b, nb;
+        bool live = live_.resize(id, size, &b, &nb);  // b: the entry before, nb: after
         uint32_t sd = dense(stack);
         HotFigures &site = hot_[sd];
         ++cold_[sd].reallocs;
@@ -486,11 +486,10 @@ class Replayer {
           return;
         }
         // The block keeps its identity and allocation stack; the realloc call counts as an
-        // allocation of the new size at the realloc's own stack.
-        site.alloc_calls += b.weight;
-        site.alloc_bytes += kExact ? double(size) : double(size) * b.weight;
-        LiveEntry nb = b;
-        nb.size = size;
+        // allocation of the new size at the realloc's own stack, weighted as the block now is
+        // (resized_weight).
+        site.alloc_calls += nb.weight;
+        site.alloc_bytes += kExact ? double(size) : double(size) * nb.weight;
         live_remove<kExact>(run, b);
         live_add<kExact>(run, nb);
         after_event(run, time, true);
@@ -594,6 +593,13 @@ double sample_weight(uint64_t size, uint64_t mean) {
   if (size == 0) size = 1;  // a zero-byte block still had a chance to be sampled
   double p = -std::expm1(-double(size) / double(mean));
   return p > 0 ? 1.0 / p : 1.0;
+}
+
+double resized_weight(double weight, uint64_t size, uint64_t mean) {
+  if (mean <= 1 || weight <= 1) return 1.0;
+  // P(not tracked) so far is 1 - 1/weight; this size was one more draw: times exp(-size/mean).
+  double untracked = (1.0 - 1.0 / weight) * std::exp(-double(size ? size : 1) / double(mean));
+  return 1.0 / (1.0 - untracked);
 }
 
 ReplayResult replay(capture::CaptureReader &reader, const ReplayOptions &opts) {

@@ -134,6 +134,15 @@ struct ReplayResult {
 
 // Weight of a sampled block of `size` bytes with mean sampling interval `mean`: 1/P(sampled).
 double sample_weight(uint64_t size, uint64_t mean);
+// The weight of a sampled block (weight: its current one) after a realloc to `size`. The shim
+// samples a realloc of an unsampled block as an allocation of its new size, so each size a block
+// has had was a chance for it to be sampled: P(tracked) = 1 - exp(-(sum of its sizes) / mean).
+// Once tracked, every realloc is recorded, and the realloc call and the live block are weighted
+// by 1 / P(tracked so far), which tends to 1 as the block grows; keeping the first small size's
+// weight multiplied a 16-byte block grown to 1 MiB by ~4000. The sizes before the first sample
+// are not in the capture: leaving them out makes P smaller, so the weight errs high, by less the
+// more the block grows after.
+double resized_weight(double weight, uint64_t size, uint64_t mean);
 
 ReplayResult replay(capture::CaptureReader &reader, const ReplayOptions &opts = {});
 

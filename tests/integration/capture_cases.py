@@ -108,6 +108,36 @@ def case_realloc(r, a):
     check(d["leaked_blocks"] == 0, "realloc chain: nothing leaked")
 
 
+def case_realloc_estimate(r, a):
+    """Default sampling, buffers grown by realloc from small sizes: the sampled estimates of bytes
+    allocated and leaked stay near the exact totals (a sampled block's weight follows its size;
+    it kept its first small size's weight, ~4000 for 16 bytes, and estimates were 8-40x high)."""
+    n = 64
+    res, path = r.record("realloc-grow", a.c_prog, "realloc_grow", n, sample="65536")
+    check(res.returncode == 0, "realloc_grow exits 0 (%s)" % res.stderr.decode())
+    def query(cmd):
+        q = subprocess.run([a.heapsnap, cmd, "--json", "-n", "1000", path], capture_output=True, timeout=120)
+        if q.returncode != 0:
+            fail("%s failed: %s" % (cmd, q.stderr.decode()))
+        return json.loads(q.stdout)
+    top = query("top-allocators")
+    exact = top["exact"]
+    est_bytes = sum(x["alloc_bytes"] for x in top["sites"])
+    est_calls = sum(x["alloc_calls"] for x in top["sites"])
+    print("bytes allocated: exact %d, estimated %.0f; calls: exact %d, estimated %.0f; leaked exact %d"
+          % (exact["bytes_allocated"], est_bytes, exact["alloc_calls"], est_calls, exact["leaked_bytes"]))
+    check(abs(est_bytes / exact["bytes_allocated"] - 1) < 0.25, "estimated bytes allocated within 25%% of exact (x%.2f)"
+          % (est_bytes / exact["bytes_allocated"]))
+    check(abs(est_calls / exact["alloc_calls"] - 1) < 0.5, "estimated allocation calls within 50%% of exact (x%.2f)"
+          % (est_calls / exact["alloc_calls"]))
+    leaked = sum(x["leaked_bytes"] for x in top["sites"])
+    check(abs(leaked / exact["leaked_bytes"] - 1) < 0.25, "estimated leaked bytes within 25%% of exact (x%.2f)"
+          % (leaked / exact["leaked_bytes"]))
+    peak = sum(x["peak_bytes"] for x in top["sites"])
+    check(peak <= 1.25 * exact["peak_heap_bytes"], "estimated bytes at the peak at most 25%% over the exact peak (x%.2f)"
+          % (peak / exact["peak_heap_bytes"]))
+
+
 def case_aligned(r, a):
     _, d, _ = r.delta(a.c_prog, "aligned")
     check(d["alloc_calls"] == 4 * (N2 - N1), "aligned: 4 allocations per round (%d)" % d["alloc_calls"])

@@ -18,6 +18,7 @@ static long n;
 static size_t size_of(long i) { return (size_t)(i % 100) + 1; }
 
 static void *sink;  // keeps the compiler from dropping allocations
+static void *keep[64];  // realloc_grow's leaked buffers
 
 static void mode_malloc(void) {
   for (long i = 0; i < n; ++i) {
@@ -188,6 +189,24 @@ static void mode_errno(void) {
   printf("after calloc/free: %d\n", errno);
 }
 
+// n buffers grown by doubling from 16 bytes to 1 MiB and kept (leaked), and n grown by 64-byte
+// steps to 64 KiB and freed: most bytes are allocated by reallocs of blocks sampled (if at all)
+// while small, the case where a sampled block's weight must follow its size.
+static void mode_realloc_grow(void) {
+  for (long k = 0; k < n; ++k) {
+    char *p = malloc(16);
+    for (size_t s = 32; s <= (1u << 20); s *= 2) p = realloc(p, s);
+    p[0] = 1;
+    keep[k % 64] = p;
+  }
+  for (long k = 0; k < n; ++k) {
+    char *p = NULL;
+    for (size_t s = 64; s <= (64u << 10); s += 64) p = realloc(p, s);
+    p[0] = 1;
+    free(p);
+  }
+}
+
 int main(int argc, char **argv) {
   if (argc < 3) {
     fprintf(stderr, "usage: alloc_patterns MODE N\n");
@@ -198,6 +217,7 @@ int main(int argc, char **argv) {
   if (!strcmp(m, "malloc")) mode_malloc();
   else if (!strcmp(m, "calloc")) mode_calloc();
   else if (!strcmp(m, "realloc")) mode_realloc();
+  else if (!strcmp(m, "realloc_grow")) mode_realloc_grow();
   else if (!strcmp(m, "aligned")) mode_aligned();
   else if (!strcmp(m, "leak")) mode_leak();
   else if (!strcmp(m, "peak")) mode_peak();

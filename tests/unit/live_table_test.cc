@@ -35,15 +35,19 @@ struct Checker {
     ref[id] = e;
   }
   void resize(uint64_t id, uint64_t size) {
-    LiveEntry old;
-    bool had = t.resize(id, size, &old);
+    LiveEntry old, now;
+    bool had = t.resize(id, size, &old, &now);
     auto it = ref.find(id);
     REQUIRE(had == (it != ref.end()));
     if (!had) return;
     CHECK(old.size == it->second.size);
     CHECK(old.weight == it->second.weight);
     CHECK(old.stack == it->second.stack);
-    it->second.size = size;  // stack and weight kept
+    CHECK(now.stack == old.stack);
+    CHECK(now.size == size);
+    CHECK(now.weight == float(mean > 1 ? heapsnap::replay::resized_weight(old.weight, size, mean) : 1.0));
+    CHECK(now.weight <= old.weight);  // one more chance to be sampled: never heavier
+    it->second = now;
   }
   void erase(uint64_t id) {
     LiveEntry out;
@@ -202,11 +206,11 @@ TEST_CASE("live table: resizing blocks that moved to the overflow table takes no
   c.verify();
 }
 
-TEST_CASE("live table: resize keeps stack and weight, moving entries between slots and the overflow table") {
+TEST_CASE("live table: resize keeps the stack, lightens the weight, moves entries between slots and the overflow table") {
   Checker c(4096);
   const uint64_t P = LiveTable::kPageIds;
   for (uint64_t id = 1; id <= 2 * P; ++id) c.insert(id, uint32_t(id % 7), 100 + id % 50);
-  c.resize(3, 200);       // a sampled block keeps its first weight: no longer a slot's
+  c.resize(3, 200);       // a resized sampled block's weight is not its size's: no longer a slot's
   c.resize(4, 1u << 20);  // too big for a slot
   c.resize(3 * P, 10);    // not live: nothing changes
   c.verify();

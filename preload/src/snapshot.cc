@@ -127,17 +127,27 @@ struct Child {
   const char *error = nullptr;
 };
 
-// What a mapping holds, for the root scan: nothing of the heap (a root), only glibc's mmapped
-// chunks (the kernel merges one with an adjacent anonymous mapping of the program's: the rest of
-// it is the program's memory, a root), or heap proper (an arena, pool objects: not a root).
-enum Holds : uint8_t { kHoldsNothing = 0, kHoldsMmappedChunks = 1, kHoldsHeap = 2 };
+// What a mapping holds, for the root scan: nothing of the heap (a root); only blocks whose extent
+// is known, glibc's mmapped chunks and pool objects (the kernel merges a chunk with an adjacent
+// anonymous mapping of the program's; a pool's arena may be a static array in the program's
+// .bss): the rest of it is the program's memory, a root; or heap proper (an arena of glibc's, a
+// malloc block that holds pool objects): not a root.
+enum Holds : uint8_t { kHoldsNothing = 0, kHoldsBlocksOnly = 1, kHoldsHeap = 2 };
 
 HS_INLINE void note_holds(Child &c, long mi, uint8_t what) {
   if (c.holds[mi] < what) c.holds[mi] = what;
 }
 
-// The memory a block of the snapshot takes in its mapping: its glibc chunk (header included)
-// under glibc's layout, else the block itself.
+// The mapping holding address a, or -1.
+long mapping_of(const Child &c, uint64_t a) {
+  const Mapping *m = std::upper_bound(c.maps, c.maps + c.nmaps, a, [](uint64_t v, const Mapping &x) { return v < x.start; });
+  if (m == c.maps) return -1;
+  --m;
+  return a < m->end ? long(m - c.maps) : -1;
+}
+
+// The memory a malloc block of the snapshot takes in its mapping: its glibc chunk (header
+// included) under glibc's layout, else the block itself.
 HS_INLINE void block_extent(uint64_t a, uint64_t *lo, uint64_t *hi) {
   uint64_t usable = usable::of(reinterpret_cast<void *>(a));
   if (usable::g_glibc_layout) {
@@ -337,7 +347,7 @@ HS_NOINLINE void enumerate_range(Child &c, long mi, uint64_t lo, uint64_t hi) {
         c.inside_end = a + (((usable + 8 + 15) >> 4) << 4);
         // An mmapped chunk (IS_MMAPPED in its header) is all glibc's; any other block is in an
         // arena, and so is everything around it.
-        uint8_t what = usable::g_glibc_layout && (reinterpret_cast<const uint64_t *>(a)[-1] & 2) ? kHoldsMmappedChunks : kHoldsHeap;
+        uint8_t what = usable::g_glibc_layout && (reinterpret_cast<const uint64_t *>(a)[-1] & 2) ? kHoldsBlocksOnly : kHoldsHeap;
         note_holds(c, mi, what);
         for (long j = mi + 1; j <= last && c.maps[j].start < a + usable; ++j) note_holds(c, j, what);
       }
@@ -393,6 +403,8 @@ void merge_pool_objects(Child &c) {
     auto *first = std::lower_bound(c.objs, c.objs + c.nobjs, c.addr[i],
                                    [](const Child::PoolObj &o, uint64_t v) { return o.addr < v; });
     if (first != c.objs + c.nobjs && first->addr < end) {
+      // Its free room is the pool's, not a root: its mappings are heap.
+      for (long m = mapping_of(c, c.addr[i]); m >= 0 && m < c.nmaps && c.maps[m].start < end; ++m) note_holds(c, m, kHoldsHeap);
       c.bytes -= c.size[i];
       ++i;
       continue;
@@ -410,14 +422,17 @@ void merge_pool_objects(Child &c) {
   c.n = out;
 }
 
-// Mappings holding pool objects are heap, not roots (enumerate_range marked the blocks' ones).
+// Mappings holding pool objects hold blocks (enumerate_range and merge_pool_objects marked the
+// malloc blocks' ones). Where nothing else says heap, the rest of the mapping is scanned: a pool
+// whose arena is a static array must not take the program's globals beside it out of the roots
+// (the arena's free room is scanned with them; the pool API does not say where its arena is).
 void mark_heap_mappings(Child &c) {
   if (!c.pool_obj) return;
   for (long m = 0; m < c.nmaps; ++m) {
     const uint64_t *p = std::lower_bound(c.addr, c.addr + c.n, c.maps[m].start);
     for (; p != c.addr + c.n && *p < c.maps[m].end; ++p)
       if (c.pool_obj[p - c.addr] != UINT32_MAX) {
-        note_holds(c, m, kHoldsHeap);
+        note_holds(c, m, kHoldsBlocksOnly);
         break;
       }
   }
@@ -430,9 +445,8 @@ void for_each_outside_blocks(const Child &c, uint64_t lo, uint64_t hi, Fn fn) {
   if (p != c.addr) --p;  // a block starting before lo may reach into it
   uint64_t at = lo;
   for (; p != c.addr + c.n && at < hi; ++p) {
-    if (c.pool_obj && c.pool_obj[p - c.addr] != UINT32_MAX) continue;  // no chunk header
-    uint64_t b_lo, b_hi;
-    block_extent(*p, &b_lo, &b_hi);
+    uint64_t b_lo = *p, b_hi = *p + c.size[p - c.addr];  // a pool object: no chunk header
+    if (!c.pool_obj || c.pool_obj[p - c.addr] == UINT32_MAX) block_extent(*p, &b_lo, &b_hi);
     if (b_lo >= hi) break;
     if (b_hi <= at) continue;
     if (b_lo > at) fn(at, b_lo);
@@ -664,56 +678,57 @@ void edge_record_flush(Child &c, EdgeRecord &e) {
 }
 
 // Appends block i's edges to the open edge record.
-HS_INLINE void emit_edges(Child &c, EdgeRecord &e, uint32_t i, const uint32_t *targets, const uint32_t *offsets,
-                          const bool *inter, uint32_t k) {
+// A block's edges go straight into the record's columns as the scan finds them; its source and
+// count follow once the block is done (they are columns of their own). A record is only cut
+// between blocks: the reader wants each block's edges in one group, sources increasing.
+HS_INLINE void edge_add(Child &c, EdgeRecord &e, uint32_t i, uint32_t target, uint64_t offset, bool interior) {
   if (!e.open) {
     e.open = true;
     e.base = i;
     e.prev_source = i;
     e.prev_interior = 0;
   }
+  e.to.varint(wire::zigzag(int64_t(target) - int64_t(i)));
+  e.offset.varint(offset);
+  if (interior) {
+    e.interior.varint(e.edges - e.prev_interior);
+    e.prev_interior = e.edges;
+    ++c.interior;
+  }
+  ++e.edges;
+}
+
+HS_INLINE void edge_end_block(Child &c, EdgeRecord &e, uint32_t i, uint32_t k) {
   e.from.varint(i - e.prev_source);
   e.prev_source = i;
   e.count.varint(k);
-  for (uint32_t q = 0; q < k; ++q) {
-    e.to.varint(wire::zigzag(int64_t(targets[q]) - int64_t(i)));
-    e.offset.varint(offsets[q]);
-    if (inter[q]) {
-      e.interior.varint(e.edges - e.prev_interior);
-      e.prev_interior = e.edges;
-      ++c.interior;
-    }
-    ++e.edges;
-  }
   c.edges += k;
   if (e.edges >= kEdgesPerRecord) edge_record_flush(c, e);
 }
 
 HS_POPCNT_CLONES void scan_blocks(Child &c) {
   EdgeRecord e;
-  constexpr uint32_t kMaxEdges = 4096;  // per block: a huge pointer array keeps its first 4096 runs
-  uint32_t targets[kMaxEdges];
-  uint32_t offsets[kMaxEdges];
-  bool inter[kMaxEdges];
+  // Every pointer run of a block is an edge (a 60,000-entry pointer array has 60,000): a cap of
+  // 4096 made the rest of a big array's targets look lost. This one only keeps one block's group
+  // well inside a record the reader takes (16 Mi edges, about 100 MB of columns).
+  constexpr uint32_t kMaxEdgesPerBlock = 1u << 24;
   const uint64_t lo = c.lo, span = c.hi - c.lo;
   for (uint32_t i = 0; i < c.n && !c.error; ++i) {
     uint64_t a = c.addr[i];
     uint64_t words = c.size[i] / 8;
-    uint32_t k = 0;
+    uint32_t k = 0, last = UINT32_MAX;
     const uint64_t *w = reinterpret_cast<const uint64_t *>(a);
     for (uint64_t j = 0; j < words; ++j) {
       uint64_t v = w[j];
       if (v - lo >= span) continue;
       bool interior = false;
       uint32_t t = lookup(c, v, &interior);
-      if (t == UINT32_MAX) continue;
-      if (k && targets[k - 1] == t) continue;  // the same block twice in a row: one edge
-      targets[k] = t;
-      offsets[k] = uint32_t(j * 8 > 0xffffffffu ? 0xffffffffu : j * 8);
-      inter[k] = interior;
-      if (++k == kMaxEdges) break;
+      if (t == UINT32_MAX || t == last) continue;  // the same block twice in a row: one edge
+      last = t;
+      edge_add(c, e, i, t, j * 8 > 0xffffffffu ? 0xffffffffu : j * 8, interior);
+      if (++k == kMaxEdgesPerBlock) break;
     }
-    if (k) emit_edges(c, e, i, targets, offsets, inter, k);
+    if (k) edge_end_block(c, e, i, k);
   }
   edge_record_flush(c, e);
   if (e.from.failed() || e.to.failed()) c.error = "out of memory (edges)";
@@ -874,8 +889,9 @@ void scan_roots(Child &c, const regs::Result &rr) {
       else if (module) scan_root(c, 0, 0, lo, hi, module);
       else scan_root(c, 4, 0, lo, hi, m.path[0] ? m.path : "anonymous");
     };
-    // A mapping the kernel merged with glibc's mmapped chunks: the rest of it is the program's.
-    if (c.holds[i] == kHoldsMmappedChunks)
+    // A mapping the kernel merged with glibc's mmapped chunks, or holding pool objects: the rest
+    // of it is the program's.
+    if (c.holds[i] == kHoldsBlocksOnly)
       for_each_included(start, end, [&](uint64_t lo, uint64_t hi) { for_each_outside_blocks(c, lo, hi, scan); });
     else
       for_each_included(start, end, scan);

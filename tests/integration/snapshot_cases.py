@@ -429,5 +429,27 @@ def case_incomplete_chosen(a):
     check(q.returncode != 0 and "no complete snapshot" in q.stderr, "no index: no complete snapshot to choose (%s)" % q.stderr.strip())
 
 
+def case_big_array(a):
+    """A block holding 100,000 pointers: every one is an edge (a cap of 4096 edges per block made
+    95,904 reachable blocks 'definitely lost')."""
+    r, path = record(a, "big_array", [edges(a), "big_array"], ["--snapshot-at-exit"])
+    check(r.returncode == 0, "program exits 0")
+    u = hsnap_json(a, "unreachable", "--json", path)
+    check(u["definitely_lost"]["blocks"] == 0 and u["possibly_lost"]["blocks"] == 0, "nothing lost (%s)" % u["definitely_lost"])
+    check(u["reachable"]["blocks"] >= 100001, "the array and its 100,000 blocks are reachable (%d)" % u["reachable"]["blocks"])
+    snaps = hsnap_json(a, "snapshots", "--json", path)["snapshots"]
+    check(snaps[0]["edges"] >= 100000, "at least 100,000 edges (%d)" % snaps[0]["edges"])
+
+
+def case_static_pool(a):
+    """A client-API pool whose arena is a static array: the program's other globals in the same
+    mapping stay roots (they were all dropped, and 2,500 held blocks were 'definitely lost')."""
+    r, path = record(a, "static_pool", [edges(a), "static_pool"], ["--snapshot-at-exit"])
+    check(r.returncode == 0, "program exits 0 (%s)" % r.stderr)
+    u = hsnap_json(a, "unreachable", "--json", path)
+    check(u["definitely_lost"]["blocks"] == 0, "nothing definitely lost (%s)" % u["definitely_lost"])
+    check(u["reachable"]["blocks"] >= 2510, "the 2,500 blocks and the 10 pool objects are reachable (%d)" % u["reachable"]["blocks"])
+
+
 if __name__ == "__main__":
     casekit.main(globals(), ["--heapsnap", "--programs"])

@@ -12,6 +12,10 @@
 //                 is 200,000 bytes, in the first 0.3 s.
 //   peak_threads  8 threads each hold a block of 250,000 bytes at the same time for 0.3 s: a
 //                 peak of 2,000,000 bytes although no thread moves the heap by 256 KiB.
+//   big_array     one malloc'd array of 100,000 pointers, each to a block of 100 bytes, held by a
+//                 global: every block is reachable through the array.
+//   static_pool   2,500 malloc blocks held by a global array, and a client-API pool whose arena
+//                 is a static array in the same .bss, holding 10 objects (the global holds them).
 //   grow          100 blocks of 100 bytes from grow_first, SIGUSR2 (a snapshot when recorded with
 //                 --snapshot-on-signal=USR2), then 50 of 200 bytes from grow_second, SIGUSR2.
 #define _GNU_SOURCE
@@ -26,7 +30,9 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-static void **g_region;
+#include "heapsnap.h"
+
+void **g_region;
 
 // Whether [a, a+1) and [b, b+1) lie in one line of /proc/self/maps.
 static int same_mapping(uintptr_t a, uintptr_t b) {
@@ -65,7 +71,7 @@ static int merged(void) {
 
 #define RING_THREADS 8
 #define RING_SLOTS 2000
-static void *g_ring[RING_THREADS][RING_SLOTS];
+void *g_ring[RING_THREADS][RING_SLOTS];
 static atomic_int g_started;
 
 static void *ring_worker(void *arg) {
@@ -92,7 +98,7 @@ static int exit_threads(void) {
   return 0;  // the workers are still replacing blocks
 }
 
-static void *g_parent_blocks[100], *g_child_blocks[50];
+void *g_parent_blocks[100], *g_child_blocks[50];
 
 static int forked(void) {
   for (int i = 0; i < 100; i++) g_parent_blocks[i] = malloc(1000);
@@ -140,7 +146,32 @@ static int peak_threads(void) {
   return 0;
 }
 
-static void *g_grown[150];
+void **g_array;
+
+static int big_array(void) {
+  const int n = 100000;
+  g_array = malloc(n * sizeof(void *));
+  for (int i = 0; i < n; i++) g_array[i] = malloc(100);
+  return 0;
+}
+
+void *g_keep[3000];  // not static: the compiler may not drop stores it cannot see read
+char g_arena[1 << 16];
+
+static int static_pool(void) {
+  heapsnap_pool *pool = heapsnap_pool_create("static arena");
+  for (int i = 0; i < 2500; i++) g_keep[i] = malloc(200);
+  // Objects at the arena's end, in the same page-aligned mapping as g_keep (the .bss past the
+  // data segment's last page is an anonymous mapping of its own).
+  for (int i = 0; i < 10; i++) {
+    char *o = g_arena + sizeof g_arena - 256 * (i + 1);
+    heapsnap_pool_alloc(pool, o, 256);
+    g_keep[2500 + i] = o;
+  }
+  return 0;
+}
+
+void *g_grown[150];
 
 __attribute__((noinline)) static void grow_first(void) {
   for (int i = 0; i < 100; i++) g_grown[i] = malloc(100);
@@ -169,6 +200,8 @@ int main(int argc, char **argv) {
   if (!strcmp(m, "peak")) return peak();
   if (!strcmp(m, "peak_threads")) return peak_threads();
   if (!strcmp(m, "grow")) return grow();
-  fprintf(stderr, "usage: snapshot_edges merged|exit_threads|fork|peak|peak_threads|grow\n");
+  if (!strcmp(m, "big_array")) return big_array();
+  if (!strcmp(m, "static_pool")) return static_pool();
+  fprintf(stderr, "usage: snapshot_edges merged|exit_threads|fork|peak|peak_threads|grow|big_array|static_pool\n");
   return 2;
 }

@@ -31,11 +31,13 @@ struct Common {
   size_t stack_frames = 8;
 };
 
-void add_common(CLI::App *cmd, Common &c) {
+// stacks: the command lists stacks (rows, --match, --frames apply); timeline does not.
+void add_common(CLI::App *cmd, Common &c, bool stacks = true) {
   cmd->add_option("file", c.file, "capture file (.hsnap)")->required();
-  cmd->add_option("-n,--limit", c.limit, "rows to show (default 20)");
+  if (stacks) cmd->add_option("-n,--limit", c.limit, "rows to show (default 20)");
   cmd->add_flag("--json", c.json, "machine-readable output");
   cmd->add_flag("--bytes", c.raw_bytes, "print sizes as plain byte counts");
+  if (!stacks) return;
   cmd->add_option("--match", c.match, "only stacks with a frame whose function, file or module contains this text");
   cmd->add_option("--debug-dir", c.debug_dirs, "directory with separate debug files (default /usr/lib/debug); repeatable");
   cmd->add_option("--frames", c.stack_frames, "frames to show per stack (default 8)");
@@ -425,8 +427,8 @@ void add_replay_commands(CLI::App &app, int *rc) {
     auto o = std::make_shared<Common>();
     auto rows = std::make_shared<size_t>(30);
     CLI::App *cmd = app.add_subcommand("timeline", "Heap and RSS over time, with markers and snapshots.");
-    add_common(cmd, *o);
-    cmd->add_option("--rows", *rows, "rows of the text chart (default 30)");
+    add_common(cmd, *o, false);
+    cmd->add_option("--rows", *rows, "rows of the text chart (default 30)")->check(CLI::Range(size_t(1), size_t(1) << 20));
     cmd->footer("Examples:\n  heapsnap timeline app.hsnap --rows 60\n  heapsnap timeline --json app.hsnap | jq '.points[-1]'");
     cmd->callback([o, rows, rc] { *rc = run_timeline(*o, *rows); });
   }

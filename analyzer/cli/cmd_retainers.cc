@@ -700,7 +700,7 @@ void add_retainer_commands(CLI::App &app, int *rc) {
   {
     auto a = std::make_shared<PathArgs>();
     CLI::App *cmd = app.add_subcommand("path", "Shortest chain of pointers from a root to the block at ADDRESS.");
-    add_snapshot_args(cmd, *a);
+    add_snapshot_args(cmd, *a, false);
     cmd->add_option("address", a->address, "an address inside the block (e.g. 0x55d0c2a8e2a0)")->required();
     cmd->footer("Addresses come from top-retainers, suspects or export --format graph-json.\n"
                 "Example: heapsnap path app.hsnap 0x55d0c2a8e2a0");
@@ -709,7 +709,7 @@ void add_retainer_commands(CLI::App &app, int *rc) {
   {
     auto a = std::make_shared<SnapshotArgs>();
     CLI::App *cmd = app.add_subcommand("suspects", "Leak suspects, MAT-style: objects retaining over 10% of the heap and where they accumulate.");
-    add_snapshot_args(cmd, *a);
+    add_snapshot_args(cmd, *a, false);
     cmd->footer("Examples:\n  heapsnap suspects app.hsnap\n  heapsnap suspects --snapshot 0 --json app.hsnap");
     cmd->callback([a, rc] { *rc = run_suspects(*a); });
   }

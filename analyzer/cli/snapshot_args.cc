@@ -6,7 +6,7 @@
 
 namespace heapsnap::cli {
 
-void add_snapshot_args(CLI::App *cmd, SnapshotArgs &a) {
+void add_snapshot_args(CLI::App *cmd, SnapshotArgs &a, bool rows) {
   cmd->add_option("file", a.file, "capture file")->required();
   cmd->add_option("--snapshot", a.snapshot, "snapshot index (default: the last complete one; see `heapsnap snapshots`)");
   cmd->add_flag("--json", a.json, "machine-readable output");
@@ -14,7 +14,7 @@ void add_snapshot_args(CLI::App *cmd, SnapshotArgs &a) {
   cmd->add_option("--interior", a.interior, "follow interior pointers: on (default) or off (memcheck's 'possibly lost' view)")
       ->check(CLI::IsMember({"on", "off"}));
   cmd->add_option("--debug-dir", a.debug_dirs, "directory with separate debug files; repeatable");
-  cmd->add_option("-n,--limit", a.limit, "rows to show (default 20)");
+  if (rows) cmd->add_option("-n,--limit", a.limit, "rows to show (default 20)");
 }
 
 bool load_chosen_snapshot(const SnapshotArgs &a, snapshot::HeapSnapshot *out, const snapshot::LoadOptions &opts) {

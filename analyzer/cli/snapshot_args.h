@@ -18,7 +18,8 @@ struct SnapshotArgs {
   size_t limit = 20;
 };
 
-void add_snapshot_args(CLI::App *cmd, SnapshotArgs &a);
+// rows: the command shows rows that -n/--limit limits (path and suspects do not).
+void add_snapshot_args(CLI::App *cmd, SnapshotArgs &a, bool rows = true);
 
 // Loads the chosen snapshot; prints the error and returns false on failure.
 bool load_chosen_snapshot(const SnapshotArgs &a, snapshot::HeapSnapshot *out,

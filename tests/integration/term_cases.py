@@ -247,6 +247,8 @@ def case_exit_codes(a):
         [], ["bogus"], ["summary"], ["summary", "--bogus", cap], ["summary", cap, cap],
         ["top-allocators", "--by", "nothing", cap], ["top-allocators", "-n", "abc", cap],
         ["top-retainers", "--by", "nothing", cap], ["unreachable", "--interior", "maybe", cap], ["export", cap],
+        ["timeline", "--rows", "0", cap], ["timeline", "-n", "5", cap], ["timeline", "--match", "x", cap],
+        ["path", "-n", "5", cap, addr], ["suspects", "-n", "5", cap],
     ]
     usage_value = [
         ["dominators", "--min-bytes", "lots", cap], ["path", cap, "zzz"], ["diff", cap + ":x", cap],

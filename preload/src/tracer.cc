@@ -32,9 +32,15 @@ GlobalTotals g_totals;
 namespace {
 
 // --no-follow: take the shim out of LD_PRELOAD so that programs this one execs run untraced.
+// The environment's LD_PRELOAD entry, edited in place: setenv and unsetenv are not glibc's in
+// every program (bash exports its own, which do nothing before its variable table exists, so
+// `record --no-follow -- bash -c ...` traced what bash ran), and they allocate.
 void strip_from_ld_preload() {
-  const char *cur = getenv("LD_PRELOAD");
-  if (!cur) return;
+  char **entry = nullptr;
+  for (char **e = environ; e && *e; ++e)
+    if (strncmp(*e, "LD_PRELOAD=", 11) == 0) entry = e;  // the last one is the one getenv sees
+  if (!entry) return;
+  char *cur = *entry + 11;
   Dl_info info;
   if (!dladdr(reinterpret_cast<void *>(&strip_from_ld_preload), &info) || !info.dli_fname) return;
   const char *self = strrchr(info.dli_fname, '/');
@@ -58,8 +64,12 @@ void strip_from_ld_preload() {
     o += len;
   }
   out[o] = '\0';
-  if (o) setenv("LD_PRELOAD", out, 1);
-  else unsetenv("LD_PRELOAD");
+  if (o) {
+    memcpy(cur, out, o + 1);  // never longer than what it replaces
+    return;
+  }
+  // Nothing left: the entry goes (later entries move up one, the terminating null with them).
+  for (char **e = entry; *e; ++e) e[0] = e[1];
 }
 
 void fork_prepare() {

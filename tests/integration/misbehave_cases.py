@@ -340,6 +340,24 @@ def case_signal_step(r, a):
               "signal step (sample %s): live blocks at exit as without signals" % sample)
 
 
+def case_no_follow(r, a):
+    """record --no-follow: what the program execs is not traced, bash included (bash exports its
+    own setenv and unsetenv, which did nothing at the shim's start: LD_PRELOAD stayed set)."""
+    if not shutil.which("bash"):
+        print("SKIP: no bash")
+        sys.exit(77)
+    for shell in ("bash", "sh"):
+        name = "nofollow-" + shell
+        r.clean(name)
+        out = os.path.join(r.work, name)
+        p = r.run([a.heapsnap, "record", "-q", "--no-follow", "-o", out, "--", shell, "-c",
+                   'echo "LD_PRELOAD=[$LD_PRELOAD]"; exec %s child 100' % r.prog], what=name)
+        check(p.returncode == 0, "%s: exit 0 (%s)" % (shell, p.stderr))
+        check(b"LD_PRELOAD=[]" in p.stdout, "%s: the shell's environment has no LD_PRELOAD (%s)" % (shell, p.stdout.strip()))
+        progs = [os.path.basename(r.summary(f)["program"]) for f in r.captures(name)]
+        check("misbehave" not in progs, "%s: the program it execs is not traced (%s)" % (shell, progs))
+
+
 def case_vfork(r, a):
     # vfork + exec (and a failed exec, and execve), then posix_spawn, system and popen: the
     # children are traced into files of their own, the parent's capture stays whole.

@@ -199,6 +199,43 @@ bool parse_size(const std::string &s, uint64_t *out) {
   return true;
 }
 
+// The program's pid while record waits for it, for the forwarding handler.
+volatile sig_atomic_t g_child_pid = 0;
+
+void forward_signal(int sig) {
+  int saved = errno;
+  if (g_child_pid > 0) kill(pid_t(g_child_pid), sig);
+  errno = saved;
+}
+
+// --snapshot-on-signal's signal as the shim reads it (config.cc parse_signal), 0 if none.
+int snapshot_signal_number(const std::string &v) {
+  if (v.empty()) return 0;
+  std::string s = v.rfind("SIG", 0) == 0 ? v.substr(3) : v;
+  static const struct { const char *name; int sig; } names[] = {
+      {"USR1", SIGUSR1}, {"USR2", SIGUSR2}, {"HUP", SIGHUP}, {"PROF", SIGPROF},
+      {"WINCH", SIGWINCH}, {"URG", SIGURG}, {"PWR", SIGPWR}};
+  for (const auto &n : names)
+    if (s == n.name) return n.sig;
+  char *end = nullptr;
+  long n = strtol(s.c_str(), &end, 10);
+  return !s.empty() && *end == '\0' && n > 0 && n < 65 ? int(n) : 0;
+}
+
+// Signals sent to record itself (its pid is what `record ... &` leaves in $!) go on to the
+// program: a snapshot request, or a request to end (the program then finishes its capture and
+// record reports how it ended, instead of leaving it running on its own). The terminal's
+// signals (^C, ^\, window size) already reach the program: they are sent to the whole group.
+void forward_signals_to(pid_t pid, int snapshot_signal) {
+  g_child_pid = pid;
+  struct sigaction sa {};
+  sa.sa_handler = forward_signal;
+  sa.sa_flags = SA_RESTART;
+  sigemptyset(&sa.sa_mask);
+  for (int sig : {SIGTERM, SIGHUP, SIGUSR1, SIGUSR2, SIGALRM}) sigaction(sig, &sa, nullptr);
+  if (snapshot_signal > 0 && snapshot_signal != SIGINT && snapshot_signal != SIGQUIT) sigaction(snapshot_signal, &sa, nullptr);
+}
+
 std::vector<std::string> g_command;
 std::vector<std::string> record_command() { return g_command; }
 
@@ -255,6 +292,17 @@ int run(const Options &o) {
     char cwd[4096];
     if (getcwd(cwd, sizeof(cwd))) output = std::string(cwd) + "/" + output;
   }
+  {
+    // The shim creates the capture inside the program: a directory it cannot write in would
+    // only show after the whole run (and the program would run untraced).
+    std::string dir = output.substr(0, output.rfind('/'));
+    if (dir.empty()) dir = "/";
+    if (access(dir.c_str(), W_OK | X_OK) != 0) {
+      print_error("record -o %s: cannot create files in %s: %s", o.output.empty() ? output.c_str() : o.output.c_str(),
+                  dir.c_str(), strerror(errno));
+      return kExitUsage;
+    }
+  }
 
   // The clock file times come from (the coarse one: the precise clock is ahead of it by up to a
   // tick, and a child's capture made at once would look older than the run).
@@ -294,6 +342,7 @@ int run(const Options &o) {
   // recorder waits for it to finish writing its capture.
   signal(SIGINT, SIG_IGN);
   signal(SIGQUIT, SIG_IGN);
+  forward_signals_to(pid, snapshot_signal_number(o.snap_signal));
   int exec_err = 0;
   ssize_t got = read(status_pipe[0], &exec_err, sizeof(exec_err));
   close(status_pipe[0]);

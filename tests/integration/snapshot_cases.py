@@ -451,5 +451,31 @@ def case_static_pool(a):
     check(u["reachable"]["blocks"] >= 2510, "the 2,500 blocks and the 10 pool objects are reachable (%d)" % u["reachable"]["blocks"])
 
 
+def case_record_signals(a):
+    """Signals sent to `record` itself (what `record ... &` leaves in $!) reach the program: the
+    snapshot signal takes a snapshot, SIGTERM ends the program and record reports it (143); the
+    program is not left running on its own."""
+    import signal
+    import time
+    path = os.path.join(a.workdir, "record_signals.hsnap")
+    if os.path.exists(path):
+        os.unlink(path)
+    p = subprocess.Popen([a.heapsnap, "record", "-q", "-o", path, "--snapshot-on-signal=USR2", "--", "sleep", "5"],
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    time.sleep(0.5)
+    p.send_signal(signal.SIGUSR2)
+    time.sleep(0.5)
+    p.send_signal(signal.SIGTERM)
+    try:
+        p.wait(timeout=4)
+    except subprocess.TimeoutExpired:
+        p.kill()
+        fail("record did not end within 4 s of SIGTERM: the program kept running")
+    check(p.returncode == 128 + signal.SIGTERM, "record reports the program ended by SIGTERM (%d)" % p.returncode)
+    snaps = hsnap_json(a, "snapshots", "--json", path)["snapshots"]
+    check(len(snaps) == 1 and snaps[0]["trigger"] == "signal" and snaps[0]["complete"],
+          "SIGUSR2 to record: one complete signal snapshot (%s)" % snaps)
+
+
 if __name__ == "__main__":
     casekit.main(globals(), ["--heapsnap", "--programs"])

@@ -256,6 +256,7 @@ def case_exit_codes(a):
         ["report", "--max-flame-nodes", "1", cap], ["record"], ["record", "--fork", "sideways", "--", "true"],
         ["record", "--sample-bytes", "lots", "--", "true"], ["record", "--snapshot-registers", "USR1", "--", "true"],
         ["record", "--snapshot-registers", "RTMAX-99", "--", "true"],
+        ["record", "-o", "/nonexistent/dir/x.hsnap", "--", "true"],
     ]
     readers = [["summary"], ["top-allocators"], ["leaks"], ["peak"], ["timeline"], ["flamegraph"],
                ["export", "--format", "pprof", "-o", os.path.join(a.workdir, "x.pb.gz")],

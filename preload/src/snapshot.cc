@@ -1240,6 +1240,10 @@ void after_fork_child() {
 
 void at_exit() {
   if (!config.snapshots) return;
+  // What the threads recorded goes into the file before the exit snapshot is taken: a process
+  // killed while it waits for the snapshot child keeps it, and the last frame then holds only
+  // what came after (a capture cut short lost every event of a short program with it).
+  writer_flush_now();
   finish(true);
   // A request the writer had no tick left to serve (the program asked, then exited).
   char label[sizeof(g_client_label)];

@@ -83,7 +83,9 @@ static inline void heapsnap_marker(const char *text) {
   if (HEAPSNAP_UNLIKELY(heapsnap_api_marker != 0)) heapsnap_api_marker(text);
 }
 
-/* Asks for a heap snapshot (taken by the tracer within ~100 ms; needs snapshots enabled). */
+/* Asks for a heap snapshot (taken by the tracer within ~100 ms; needs snapshots enabled).
+ * Requests wait their turn, one snapshot at a time, up to 16 of them; more are dropped (a marker
+ * at exit counts them). The cap on snapshots (--max-snapshots, default 10) applies. */
 static inline void heapsnap_snapshot(const char *label) {
   if (HEAPSNAP_UNLIKELY(heapsnap_api_snapshot != 0)) heapsnap_api_snapshot(label);
 }

@@ -35,10 +35,16 @@ namespace hs::snapshot {
 namespace {
 
 std::atomic<bool> g_signal_flag{false};
-std::atomic<bool> g_client_flag{false};
-// heapsnap_snapshot()'s label: written by any thread of the program, read by the writer thread.
+// heapsnap_snapshot()'s requests, oldest first: made by any thread of the program, served one a
+// tick by the writer (a snapshot's child must end before the next starts). Requests made while
+// kClientQueue wait are dropped and counted (their labels would otherwise be merged silently).
+constexpr uint32_t kClientQueue = 16;
+std::atomic<uint32_t> g_client_pending{0};
 SpinLock g_client_lock;
-char g_client_label[256];
+char g_client_label[256];  // (its size: the label length kept)
+char g_client_queue[kClientQueue][sizeof(g_client_label)];
+uint32_t g_client_head = 0, g_client_count = 0;
+std::atomic<uint64_t> g_client_dropped{0};
 uint32_t g_taken = 0;            // snapshots started by this process
 uint64_t g_last_periodic_ns = 0;
 bool g_heap_fired = false, g_rss_fired = false;
@@ -1184,18 +1190,26 @@ void request(const char *label) {
   size_t n = label ? strlen(label) : 0;
   if (n >= sizeof(g_client_label)) n = sizeof(g_client_label) - 1;
   SpinGuard g(g_client_lock);
-  if (n) memcpy(g_client_label, label, n);
-  g_client_label[n] = '\0';
-  g_client_flag.store(true, std::memory_order_release);
+  if (g_client_count == kClientQueue) {
+    g_client_dropped.fetch_add(1, std::memory_order_relaxed);
+    return;
+  }
+  char *slot = g_client_queue[(g_client_head + g_client_count++) % kClientQueue];
+  if (n) memcpy(slot, label, n);
+  slot[n] = '\0';
+  g_client_pending.store(g_client_count, std::memory_order_release);
 }
 
 namespace {
 // The label of the pending client request, copied out under its lock (another request may be
 // rewriting it while the snapshot starts).
 bool take_client_request(char (&label)[sizeof(g_client_label)]) {
-  if (!g_client_flag.exchange(false, std::memory_order_acquire)) return false;
+  if (!g_client_pending.load(std::memory_order_acquire)) return false;
   SpinGuard g(g_client_lock);
-  memcpy(label, g_client_label, sizeof(label));
+  if (!g_client_count) return false;
+  memcpy(label, g_client_queue[g_client_head], sizeof(label));
+  g_client_head = (g_client_head + 1) % kClientQueue;
+  g_client_pending.store(--g_client_count, std::memory_order_release);
   return true;
 }
 }  // namespace
@@ -1245,9 +1259,22 @@ void at_exit() {
   // what came after (a capture cut short lost every event of a short program with it).
   writer_flush_now();
   finish(true);
-  // A request the writer had no tick left to serve (the program asked, then exited).
+  // Requests the writer had no tick left to serve (the program asked, then exited).
   char label[sizeof(g_client_label)];
-  if (take_client_request(label) && start(kClient, label)) finish(true);
+  while (take_client_request(label) && start(kClient, label)) finish(true);
+  if (uint64_t dropped = g_client_dropped.exchange(0)) {
+    // Said where the timeline shows the program's own markers.
+    char text[128];
+    snprintf(text, sizeof(text), "heapsnap: %llu snapshot request(s) dropped: %u were already waiting",
+             (unsigned long long)dropped, kClientQueue);
+    outbox_lock();
+    wire::RecordMark m = wire::begin_record(outbox(), wire::kMarker);
+    outbox().u64(1, now_rel_ns());
+    outbox().u64(2, 0);
+    outbox().len(3, text, strlen(text));
+    wire::end_record(outbox(), m);
+    outbox_unlock();
+  }
   if (g_signal_flag.exchange(false) && start(kSignal, "signal")) finish(true);
   if (config.snapshot_at_exit && start(kExit, "exit")) finish(true);
 }

@@ -477,5 +477,20 @@ def case_record_signals(a):
           "SIGUSR2 to record: one complete signal snapshot (%s)" % snaps)
 
 
+def case_client_requests(a):
+    """heapsnap_snapshot() called back to back: each request gets its snapshot, in order (they were
+    merged into the last one); past the 16 that can wait, the dropped ones are counted."""
+    _, path = record(a, "requests3", [edges(a), "requests", "3"], ["--snapshot-on-request"])
+    snaps = hsnap_json(a, "snapshots", "--json", path)["snapshots"]
+    check([x["label"] for x in snaps] == ["r1", "r2", "r3"] and all(x["complete"] for x in snaps),
+          "three requests, three snapshots in order (%s)" % [x["label"] for x in snaps])
+    _, path = record(a, "requests20", [edges(a), "requests", "20"], ["--snapshot-on-request", "--max-snapshots", "30"])
+    snaps = hsnap_json(a, "snapshots", "--json", path)["snapshots"]
+    check([x["label"] for x in snaps] == ["r%d" % k for k in range(1, 17)],
+          "twenty at once: the first 16 served in order (%s)" % [x["label"] for x in snaps])
+    t = run([a.heapsnap, "timeline", path])
+    check("4 snapshot request(s) dropped" in t.stdout, "the 4 dropped are counted in a marker (%s)" % t.stdout[-300:])
+
+
 if __name__ == "__main__":
     casekit.main(globals(), ["--heapsnap", "--programs"])

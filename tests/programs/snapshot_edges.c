@@ -16,6 +16,7 @@
 //                 global: every block is reachable through the array.
 //   static_pool   2,500 malloc blocks held by a global array, and a client-API pool whose arena
 //                 is a static array in the same .bss, holding 10 objects (the global holds them).
+//   requests N    N calls of heapsnap_snapshot("rK") back to back, then exit.
 //   grow          100 blocks of 100 bytes from grow_first, SIGUSR2 (a snapshot when recorded with
 //                 --snapshot-on-signal=USR2), then 50 of 200 bytes from grow_second, SIGUSR2.
 #define _GNU_SOURCE
@@ -171,6 +172,15 @@ static int static_pool(void) {
   return 0;
 }
 
+static int requests(int n) {
+  char label[16];
+  for (int k = 1; k <= n; k++) {
+    snprintf(label, sizeof label, "r%d", k);
+    heapsnap_snapshot(label);
+  }
+  return 0;
+}
+
 void *g_grown[150];
 
 __attribute__((noinline)) static void grow_first(void) {
@@ -202,6 +212,7 @@ int main(int argc, char **argv) {
   if (!strcmp(m, "grow")) return grow();
   if (!strcmp(m, "big_array")) return big_array();
   if (!strcmp(m, "static_pool")) return static_pool();
+  if (!strcmp(m, "requests") && argc > 2) return requests(atoi(argv[2]));
   fprintf(stderr, "usage: snapshot_edges merged|exit_threads|fork|peak|peak_threads|grow|big_array|static_pool\n");
   return 2;
 }

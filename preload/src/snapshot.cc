@@ -1,5 +1,6 @@
 #include "snapshot.h"
 
+#include <elf.h>
 #include <fcntl.h>
 #include <sched.h>
 #include <signal.h>
@@ -857,24 +858,54 @@ uint32_t thread_with_sp_in(const regs::Result &r, uint64_t lo, uint64_t hi, uint
 // parked by the register signal, its signal frame (the registers, a root of their own kind).
 constexpr uint64_t kRedZone = 128;
 
+// The end of the memory a module's program headers ask for (its .bss ends there), read from the
+// ELF header at the start of its first mapping (m: that mapping, offset 0); 0 if unreadable.
+uint64_t module_image_end(const Mapping &m) {
+  if (m.offset != 0 || !m.readable || m.end - m.start < sizeof(Elf64_Ehdr)) return 0;
+  const auto *eh = reinterpret_cast<const Elf64_Ehdr *>(m.start);
+  if (memcmp(eh->e_ident, ELFMAG, SELFMAG) != 0 || eh->e_ident[EI_CLASS] != ELFCLASS64 ||
+      eh->e_phentsize != sizeof(Elf64_Phdr) || eh->e_phoff + uint64_t(eh->e_phnum) * sizeof(Elf64_Phdr) > m.end - m.start)
+    return 0;
+  const auto *ph = reinterpret_cast<const Elf64_Phdr *>(m.start + eh->e_phoff);
+  uint64_t lo = UINT64_MAX, hi = 0;
+  for (unsigned i = 0; i < eh->e_phnum; ++i) {
+    if (ph[i].p_type != PT_LOAD) continue;
+    if (ph[i].p_vaddr < lo) lo = ph[i].p_vaddr;
+    if (ph[i].p_vaddr + ph[i].p_memsz > hi) hi = ph[i].p_vaddr + ph[i].p_memsz;
+  }
+  if (lo == UINT64_MAX) return 0;
+  // The first mapping holds the lowest segment's page: the load bias follows.
+  return m.start - (lo & ~uint64_t(4095)) + hi;
+}
+
 void scan_roots(Child &c, const regs::Result &rr) {
   ThreadStackRange stacks[1024];
   size_t nstacks = thread_stacks(stacks, 1024);
   const char *prev_module = nullptr;
-  uint64_t prev_end = 0;
+  uint64_t prev_end = 0, image_end = 0;
   for (long i = 0; i < c.nmaps && !c.error; ++i) {
     const Mapping &m = c.maps[i];
     bool module_path = m.path[0] == '/';
-    // An anonymous mapping right after a module's mapping is that module's .bss.
+    if (module_path && m.offset == 0 && (!prev_module || strcmp(prev_module, m.path) != 0)) image_end = module_image_end(m);
+    // An anonymous mapping right after a module's mapping is that module's .bss, as far as the
+    // module's program headers reach (when they can be read): the kernel merges what ld.so maps
+    // next (the main thread's static TLS) into the same mapping.
     const char *module = module_path ? m.path : (!m.path[0] && prev_module && m.start == prev_end ? prev_module : nullptr);
+    uint64_t module_end = module && !module_path && image_end > m.start && image_end < m.end ? image_end : m.end;
+    if (module && !module_path && image_end && image_end <= m.start) module = nullptr;
     if (module_path) prev_module = m.path;
     else if (!module) prev_module = nullptr;
     prev_end = m.end;
     if (!m.readable || !m.writable || c.holds[i] == kHoldsHeap || is_ours(m)) continue;
-    if (module && strstr(module, "libheapsnap_preload")) continue;  // the shim's .bss
+    uint64_t from = m.start;
+    if (module && strstr(module, "libheapsnap_preload")) {
+      if (module_path || module_end >= m.end) continue;  // the shim's .bss
+      module = nullptr;  // past it, what ld.so mapped next (the main thread's static TLS)
+      from = module_end;
+    }
     if (m.path[0] == '[' && strcmp(m.path, "[stack]") != 0 && strcmp(m.path, "[heap]") != 0) continue;  // vvar, vdso
     if (strcmp(m.path, "[heap]") == 0) continue;  // the main arena: blocks, not roots
-    uint64_t start = m.start, end = m.end;
+    uint64_t start = from, end = m.end;
     if (c.self_sp > start && c.self_sp < end) start = c.self_sp;  // the forking thread: live part only
     if (strcmp(m.path, "[stack]") == 0) {
       uint64_t sp = known_sp(rr, uint32_t(c.main_tid));
@@ -891,9 +922,14 @@ void scan_roots(Child &c, const regs::Result &rr) {
     if (!tid && !module && !m.path[0]) tid = thread_with_sp_in(rr, m.start, m.end, &sp);
     if (sp > start + kRedZone && sp < end) start = sp - kRedZone;
     auto scan = [&](uint64_t lo, uint64_t hi) {
-      if (tid) scan_root(c, 1, tid, lo, hi, "thread stack");
-      else if (module) scan_root(c, 0, 0, lo, hi, module);
-      else scan_root(c, 4, 0, lo, hi, m.path[0] ? m.path : "anonymous");
+      if (tid) {
+        scan_root(c, 1, tid, lo, hi, "thread stack");
+      } else if (module) {
+        if (lo < module_end) scan_root(c, 0, 0, lo, hi < module_end ? hi : module_end, module);
+        if (hi > module_end) scan_root(c, 4, 0, lo > module_end ? lo : module_end, hi, "anonymous");
+      } else {
+        scan_root(c, 4, 0, lo, hi, m.path[0] ? m.path : "anonymous");
+      }
     };
     // A mapping the kernel merged with glibc's mmapped chunks, or holding pool objects: the rest
     // of it is the program's.

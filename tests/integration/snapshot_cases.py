@@ -492,5 +492,20 @@ def case_client_requests(a):
     check("4 snapshot request(s) dropped" in t.stdout, "the 4 dropped are counted in a marker (%s)" % t.stdout[-300:])
 
 
+def case_main_tls(a):
+    """A block held only by the main thread's static TLS, which shares a mapping with the last
+    library's .bss (the shim's, when it was loaded last): it was skipped with the shim's .bss and
+    the block reported unreachable. Only the library's own .bss (its program headers say how far)
+    is left out or named after it."""
+    r, path = record(a, "main_tls", [edges(a), "tls"], ["--snapshot-at-exit"])
+    check(r.returncode == 0, "program exits 0")
+    addr = [l.split()[1] for l in r.stdout.splitlines() if l.startswith("tls_block")]
+    check(len(addr) == 1, "the program prints its block")
+    p = hsnap_json(a, "path", "--json", path, addr[0])
+    check(p["reachable"] and len(p["hops"]) == 1, "the TLS-held block is one hop from a root (%s)" % p.get("root"))
+    check(p["root"]["kind"] == "anonymous",
+          "its root is anonymous memory, not a library's .bss it lies past (%s)" % p["root"])
+
+
 if __name__ == "__main__":
     casekit.main(globals(), ["--heapsnap", "--programs"])

@@ -16,6 +16,9 @@
 //                 global: every block is reachable through the array.
 //   static_pool   2,500 malloc blocks held by a global array, and a client-API pool whose arena
 //                 is a static array in the same .bss, holding 10 objects (the global holds them).
+//   tls           a block held only by a __thread pointer of the main thread (its static TLS
+//                 block: ld.so maps it right after the last library, and the kernel merges it with
+//                 that library's .bss mapping). Prints its address.
 //   requests N    N calls of heapsnap_snapshot("rK") back to back, then exit.
 //   grow          100 blocks of 100 bytes from grow_first, SIGUSR2 (a snapshot when recorded with
 //                 --snapshot-on-signal=USR2), then 50 of 200 bytes from grow_second, SIGUSR2.
@@ -172,6 +175,14 @@ static int static_pool(void) {
   return 0;
 }
 
+__thread void *t_held;
+
+static int tls(void) {
+  t_held = malloc(12345);
+  printf("tls_block %p\n", t_held);
+  return 0;
+}
+
 static int requests(int n) {
   char label[16];
   for (int k = 1; k <= n; k++) {
@@ -213,6 +224,7 @@ int main(int argc, char **argv) {
   if (!strcmp(m, "big_array")) return big_array();
   if (!strcmp(m, "static_pool")) return static_pool();
   if (!strcmp(m, "requests") && argc > 2) return requests(atoi(argv[2]));
+  if (!strcmp(m, "tls")) return tls();
   fprintf(stderr, "usage: snapshot_edges merged|exit_threads|fork|peak|peak_threads|grow|big_array|static_pool\n");
   return 2;
 }

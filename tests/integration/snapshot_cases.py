@@ -405,6 +405,11 @@ def case_peak(a):
     s = hsnap_json(a, "summary", "--json", path)
     check(s["peak_heap_bytes"] >= 200000, "peak at least the 200,000-byte block (%d)" % s["peak_heap_bytes"])
     check(s["peak_time_s"] < 0.3 + 0.15, "the peak is placed while the block was live, not later (%.3f s)" % s["peak_time_s"])
+    r, path = record(a, "peak_all", [edges(a), "peak"], ["--sample-bytes", "1"])
+    t = run([a.heapsnap, "peak", path]).stdout
+    m = re.search(r"exact peak .* at (\d+) ms; live blocks below: every block, at that moment", t)
+    check(m is not None and int(m.group(1)) < 300,
+          "every allocation recorded: peak prints the event's time, while the block was live (%s)" % t.splitlines()[1:2])
     r, path = record(a, "peak_threads", [edges(a), "peak_threads"], [])
     check(r.returncode == 0, "program exits 0")
     s = hsnap_json(a, "summary", "--json", path)

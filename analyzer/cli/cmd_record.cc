@@ -115,6 +115,16 @@ void say_written(const std::string &written, bool have, const struct stat &st,
   if (children.size() > kNamed) names += " ... (" + std::to_string(children.size() - kNamed) + " more)";
   fprintf(stderr, "heapsnap: %s %zu capture%s of processes it started:%s (`heapsnap summary FILE` says what each ran)\n",
           have ? "and" : "wrote", children.size(), children.size() == 1 ? "" : "s", names.c_str());
+  // A capture of its 24-byte file header alone: the process was killed before its first flush
+  // (100 ms after it started), e.g. a pool worker terminated early.
+  size_t empty = 0;
+  for (const auto &c : children) {
+    struct stat cs;
+    if (stat(c.c_str(), &cs) == 0 && cs.st_size <= 24) ++empty;
+  }
+  if (empty)
+    print_note("%zu of them hold nothing but the file header: %s killed before the first flush, 100 ms after %s",
+               empty, empty == 1 ? "its process was" : "their processes were", empty == 1 ? "it started" : "they started");
 }
 
 // --snapshot-registers: off, or a real-time signal (the shim's parse_signal in thread_regs.cc

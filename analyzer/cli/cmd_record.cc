@@ -212,7 +212,9 @@ bool parse_size(const std::string &s, uint64_t *out) {
 // The program's pid while record waits for it, for the forwarding handler.
 volatile sig_atomic_t g_child_pid = 0;
 
-void forward_signal(int sig) {
+void forward_signal(int sig, siginfo_t *info, void *) {
+  // The kernel's own (a terminal hangup) went to the program's process group as well.
+  if (info && info->si_code == SI_KERNEL) return;
   int saved = errno;
   if (g_child_pid > 0) kill(pid_t(g_child_pid), sig);
   errno = saved;
@@ -239,8 +241,8 @@ int snapshot_signal_number(const std::string &v) {
 void forward_signals_to(pid_t pid, int snapshot_signal) {
   g_child_pid = pid;
   struct sigaction sa {};
-  sa.sa_handler = forward_signal;
-  sa.sa_flags = SA_RESTART;
+  sa.sa_sigaction = forward_signal;
+  sa.sa_flags = SA_RESTART | SA_SIGINFO;
   sigemptyset(&sa.sa_mask);
   for (int sig : {SIGTERM, SIGHUP, SIGUSR1, SIGUSR2, SIGALRM}) sigaction(sig, &sa, nullptr);
   if (snapshot_signal > 0 && snapshot_signal != SIGINT && snapshot_signal != SIGQUIT) sigaction(snapshot_signal, &sa, nullptr);
@@ -358,6 +360,7 @@ int run(const Options &o) {
   close(status_pipe[0]);
   int status = 0;
   while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {}
+  g_child_pid = 0;  // reaped: its pid may be another process's soon
   if (got == sizeof(exec_err)) {
     print_error("record: cannot run %s: %s", o.command[0].c_str(), strerror(exec_err));
     return kExitCannotRun;

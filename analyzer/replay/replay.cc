@@ -553,6 +553,9 @@ class Replayer {
     --r_.unknown_frees;
     if (size == 0) return true;
     b->size = size;
+    // Resized before its ALLOC was read: weighted as a resize seen in order is (the sizes of
+    // several early reallocs are not kept: the last one counts).
+    if (mean_ > 1) b->weight = float(resized_weight(b->weight, size, mean_));
     return false;
   }
 

@@ -429,17 +429,32 @@ void merge_pool_objects(Child &c) {
   c.n = out;
 }
 
-// Mappings holding pool objects hold blocks (enumerate_range and merge_pool_objects marked the
-// malloc blocks' ones). Where nothing else says heap, the rest of the mapping is scanned: a pool
-// whose arena is a static array must not take the program's globals beside it out of the roots
-// (the arena's free room is scanned with them; the pool API does not say where its arena is).
+uint64_t module_image_end(const Mapping &m);
+
+// Whether mapping i is a module's data: one of its own mappings, or the anonymous one right after
+// them as far as its program headers reach (its .bss).
+bool module_data(const Child &c, long i) {
+  const Mapping &m = c.maps[i];
+  if (m.path[0] == '/') return true;
+  if (m.path[0] || i == 0 || c.maps[i - 1].end != m.start || c.maps[i - 1].path[0] != '/') return false;
+  long first = i - 1;
+  while (first > 0 && strcmp(c.maps[first - 1].path, c.maps[i - 1].path) == 0 && c.maps[first - 1].end == c.maps[first].start) --first;
+  uint64_t end = module_image_end(c.maps[first]);
+  return end == 0 || m.start < end;
+}
+
+// Mappings holding pool objects: a pool's arena (a GC heap the runtime mapped, whose free room
+// and bookkeeping are no roots) is heap; but an arena that is a static array lies in a module's
+// data, where the program's other globals must stay roots: there only the objects are left out
+// (the arena's free room is scanned with the globals; the pool API does not say where its arena
+// is). enumerate_range and merge_pool_objects marked the malloc blocks' mappings.
 void mark_heap_mappings(Child &c) {
   if (!c.pool_obj) return;
   for (long m = 0; m < c.nmaps; ++m) {
     const uint64_t *p = std::lower_bound(c.addr, c.addr + c.n, c.maps[m].start);
     for (; p != c.addr + c.n && *p < c.maps[m].end; ++p)
       if (c.pool_obj[p - c.addr] != UINT32_MAX) {
-        note_holds(c, m, kHoldsBlocksOnly);
+        note_holds(c, m, module_data(c, m) ? kHoldsBlocksOnly : kHoldsHeap);
         break;
       }
   }

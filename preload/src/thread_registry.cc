@@ -66,11 +66,14 @@ void raise_peak(int64_t candidate, uint64_t when) {
 }  // namespace
 
 void fold_heap(ThreadLocal &t) {
-  int64_t d = exchange_relaxed(t.counters.heap_delta, kHeapBias) - kHeapBias;
-  int64_t before = g_totals.heap.fetch_add(d, std::memory_order_relaxed);
+  // The maximum goes back first, then the delta (release): read_totals, reading the delta, the
+  // maximum, then the delta again, never sees a reset delta with the old maximum, which would
+  // count the folded rise twice (once in the heap, once as an excursion).
   int64_t max = t.heap_delta_max - kHeapBias;
+  __atomic_store_n(&t.heap_delta_max, kHeapBias, __ATOMIC_RELEASE);
+  int64_t d = __atomic_exchange_n(&t.counters.heap_delta, kHeapBias, __ATOMIC_ACQ_REL) - kHeapBias;
+  int64_t before = g_totals.heap.fetch_add(d, std::memory_order_relaxed);
   int64_t candidate = before + (max > d ? max : d);
-  store_relaxed(t.heap_delta_max, kHeapBias);
   // (When the candidate is an excursion that has fallen back since, it happened at some point
   // since this thread's last fold, and since the last read_totals if that did not see it: now is
   // its latest possible time.)
@@ -196,9 +199,12 @@ TotalsView read_totals() {
     v.realloc_moves += load_relaxed(c.realloc_moves);
     v.foreign_frees += load_relaxed(c.foreign_frees);
     v.sampled += load_relaxed(c.sampled);
-    int64_t d = load_relaxed(c.heap_delta);
-    int64_t excursion = load_relaxed(s->tls->heap_delta_max) - d;  // (both biased alike)
-    if (excursion > best_excursion) best_excursion = excursion;
+    // The thread's rise since its fold above where it is now, if it held still while read (a
+    // fold or a call in between: left to the fold, which sees it; see fold_heap).
+    int64_t d = __atomic_load_n(&c.heap_delta, __ATOMIC_ACQUIRE);
+    int64_t max = __atomic_load_n(&s->tls->heap_delta_max, __ATOMIC_ACQUIRE);
+    if (__atomic_load_n(&c.heap_delta, __ATOMIC_ACQUIRE) == d && max - d > best_excursion)
+      best_excursion = max - d;  // (both biased alike)
   }
   registry_unlock();
   // The current heap and the live blocks are what the cumulative figures say (every update of

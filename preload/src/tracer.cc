@@ -32,44 +32,55 @@ GlobalTotals g_totals;
 namespace {
 
 // --no-follow: take the shim out of LD_PRELOAD so that programs this one execs run untraced.
-// The environment's LD_PRELOAD entry, edited in place: setenv and unsetenv are not glibc's in
+// The environment's LD_PRELOAD entries, edited in place: setenv and unsetenv are not glibc's in
 // every program (bash exports its own, which do nothing before its variable table exists, so
-// `record --no-follow -- bash -c ...` traced what bash ran), and they allocate.
+// `record --no-follow -- bash -c ...` traced what bash ran), and they allocate. Every entry (a
+// duplicate that still named the shim would take over when the other went).
 void strip_from_ld_preload() {
-  char **entry = nullptr;
-  for (char **e = environ; e && *e; ++e)
-    if (strncmp(*e, "LD_PRELOAD=", 11) == 0) entry = e;  // the last one is the one getenv sees
-  if (!entry) return;
-  char *cur = *entry + 11;
   Dl_info info;
   if (!dladdr(reinterpret_cast<void *>(&strip_from_ld_preload), &info) || !info.dli_fname) return;
   const char *self = strrchr(info.dli_fname, '/');
   self = self ? self + 1 : info.dli_fname;
-  char out[4096];
-  size_t o = 0;
-  const char *p = cur;
-  while (*p) {
-    while (*p == ':' || *p == ' ') ++p;
-    const char *start = p;
-    while (*p && *p != ':' && *p != ' ') ++p;
-    size_t len = size_t(p - start);
-    if (!len) continue;
-    const char *base = start;
-    for (const char *q = start; q < p; ++q)
-      if (*q == '/') base = q + 1;
-    if (size_t(p - base) == strlen(self) && memcmp(base, self, size_t(p - base)) == 0) continue;
-    if (o + len + 2 >= sizeof(out)) return;
-    if (o) out[o++] = ':';
-    memcpy(out + o, start, len);
-    o += len;
+  for (char **entry = environ; entry && *entry;) {
+    if (strncmp(*entry, "LD_PRELOAD=", 11) != 0) {
+      ++entry;
+      continue;
+    }
+    char *cur = *entry + 11;
+    char out[4096];
+    size_t o = 0;
+    bool fits = true;
+    const char *p = cur;
+    while (*p && fits) {
+      while (*p == ':' || *p == ' ') ++p;
+      const char *start = p;
+      while (*p && *p != ':' && *p != ' ') ++p;
+      size_t len = size_t(p - start);
+      if (!len) continue;
+      const char *base = start;
+      for (const char *q = start; q < p; ++q)
+        if (*q == '/') base = q + 1;
+      if (size_t(p - base) == strlen(self) && memcmp(base, self, size_t(p - base)) == 0) continue;
+      if (o + len + 2 >= sizeof(out)) fits = false;
+      else {
+        if (o) out[o++] = ':';
+        memcpy(out + o, start, len);
+        o += len;
+      }
+    }
+    if (!fits) {
+      ++entry;  // too long to rebuild here: left as it is
+      continue;
+    }
+    out[o] = '\0';
+    if (o) {
+      memcpy(cur, out, o + 1);  // never longer than what it replaces
+      ++entry;
+      continue;
+    }
+    // Nothing left: the entry goes (later entries move up one, the terminating null with them).
+    for (char **e = entry; *e; ++e) e[0] = e[1];
   }
-  out[o] = '\0';
-  if (o) {
-    memcpy(cur, out, o + 1);  // never longer than what it replaces
-    return;
-  }
-  // Nothing left: the entry goes (later entries move up one, the terminating null with them).
-  for (char **e = entry; *e; ++e) e[0] = e[1];
 }
 
 void fork_prepare() {

@@ -410,6 +410,11 @@ def case_peak(a):
     m = re.search(r"exact peak .* at (\d+) ms; live blocks below: every block, at that moment", t)
     check(m is not None and int(m.group(1)) < 300,
           "every allocation recorded: peak prints the event's time, while the block was live (%s)" % t.splitlines()[1:2])
+    # A fold between read_totals' reads of a thread's delta and maximum counted a 64 MiB block
+    # twice, and the 128 MiB stayed the peak (the writer reading the totals every 1 ms).
+    r, path = record(a, "peak_churn", [edges(a), "churn"], [], env={"HEAPSNAP_FLUSH_MS": "1"})
+    s = hsnap_json(a, "summary", "--json", path)
+    check(s["peak_heap_bytes"] == 64 << 20, "64 MiB blocks allocated and freed in turn: peak 64 MiB (%d)" % s["peak_heap_bytes"])
     r, path = record(a, "peak_threads", [edges(a), "peak_threads"], [])
     check(r.returncode == 0, "program exits 0")
     s = hsnap_json(a, "summary", "--json", path)
@@ -444,6 +449,20 @@ def case_big_array(a):
     check(u["reachable"]["blocks"] >= 100001, "the array and its 100,000 blocks are reachable (%d)" % u["reachable"]["blocks"])
     snaps = hsnap_json(a, "snapshots", "--json", path)["snapshots"]
     check(snaps[0]["edges"] >= 100000, "at least 100,000 edges (%d)" % snaps[0]["edges"])
+
+
+def case_mmap_pool(a):
+    """A pool whose arena is the program's own mmap (a GC heap): the arena is heap, not a root, so
+    what only its free room or a dead object's stale bytes point to is lost."""
+    r, path = record(a, "mmap_pool", [edges(a), "mmap_pool"], ["--snapshot-at-exit"])
+    check(r.returncode == 0, "program exits 0 (%s)" % r.stderr)
+    lost = [int(x, 16) for l in r.stdout.splitlines() if l.startswith("lost") for x in l.split()[1:]]
+    u = hsnap_json(a, "unreachable", "--json", path)
+    check(u["definitely_lost"]["blocks"] == 2 and u["definitely_lost"]["bytes"] == 256 + 5000,
+          "the dead object's target and the block held from the free room are lost (%s)" % u["definitely_lost"])
+    for x in lost:
+        q = run([a.heapsnap, "path", "--json", path, hex(x)])
+        check(q.returncode == 0 and not json.loads(q.stdout)["reachable"], "%#x: no root reaches it" % x)
 
 
 def case_static_pool(a):

@@ -19,6 +19,10 @@
 //   tls           a block held only by a __thread pointer of the main thread (its static TLS
 //                 block: ld.so maps it right after the last library, and the kernel merges it with
 //                 that library's .bss mapping). Prints its address.
+//   mmap_pool     a pool whose arena is the program's own mmap (a runtime's GC heap): object A
+//                 held by a global, B held only by a dead object's stale bytes, and a 5000-byte
+//                 malloc block held only from the arena's free room. B and the block are lost.
+//   churn         malloc and free of 64 MiB in a loop for 0.5 s: the peak is 64 MiB.
 //   requests N    N calls of heapsnap_snapshot("rK") back to back, then exit.
 //   grow          100 blocks of 100 bytes from grow_first, SIGUSR2 (a snapshot when recorded with
 //                 --snapshot-on-signal=USR2), then 50 of 200 bytes from grow_second, SIGUSR2.
@@ -32,6 +36,7 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "heapsnap.h"
@@ -183,6 +188,46 @@ static int tls(void) {
   return 0;
 }
 
+void *g_pool_live, *g_pool_after;
+
+// The block's address stays in this frame: no register or stack slot of main keeps it.
+__attribute__((noinline)) static void stash_in(unsigned char *slot) {
+  void *m = malloc(5000);
+  memset(m, 7, 5000);
+  *(void *volatile *)slot = m;
+}
+
+static int mmap_pool(void) {
+  unsigned char *arena = mmap(NULL, 1 << 20, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  heapsnap_pool *pool = heapsnap_pool_create("gc");
+  void *a = arena + 4096, *b = arena + 8192, *c = arena + 12288;
+  heapsnap_pool_alloc(pool, a, 256);
+  heapsnap_pool_alloc(pool, b, 256);
+  heapsnap_pool_alloc(pool, c, 256);
+  *(void **)c = b;  // c points to b, then dies: its stale bytes stay in the arena
+  heapsnap_pool_free(pool, c);
+  stash_in(arena + 16384);  // the arena's free room (a runtime's bookkeeping) holds a block
+  // A block after it: glibc's top-chunk pointer (in libc's data, a root) points at the end of
+  // the latest chunk, which is inside that block's usable size.
+  g_pool_after = calloc(1, 6000);  // (no freed chunk this big: carved from the top, after it)
+  g_pool_live = a;
+  printf("lost %p\n", b);
+  return 0;
+}
+
+static int churn(void) {
+  struct timespec t0, t;
+  clock_gettime(CLOCK_MONOTONIC, &t0);
+  do {
+    for (int i = 0; i < 100; ++i) {
+      char *volatile p = malloc(64u << 20);
+      free(p);
+    }
+    clock_gettime(CLOCK_MONOTONIC, &t);
+  } while ((t.tv_sec - t0.tv_sec) * 1000000000L + (t.tv_nsec - t0.tv_nsec) < 500000000L);
+  return 0;
+}
+
 static int requests(int n) {
   char label[16];
   for (int k = 1; k <= n; k++) {
@@ -225,6 +270,8 @@ int main(int argc, char **argv) {
   if (!strcmp(m, "static_pool")) return static_pool();
   if (!strcmp(m, "requests") && argc > 2) return requests(atoi(argv[2]));
   if (!strcmp(m, "tls")) return tls();
+  if (!strcmp(m, "mmap_pool")) return mmap_pool();
+  if (!strcmp(m, "churn")) return churn();
   fprintf(stderr, "usage: snapshot_edges merged|exit_threads|fork|peak|peak_threads|grow|big_array|static_pool\n");
   return 2;
 }

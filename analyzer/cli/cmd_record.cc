@@ -463,7 +463,8 @@ void add_record_command(CLI::App &app, int *rc) {
       "  heapsnap record -o app.hsnap -- ./app arg1 arg2\n"
       "  heapsnap record --sample-bytes 1 -o all.hsnap -- python3 script.py\n"
       "  heapsnap record --snapshot-at-exit -o app.hsnap -- ./app\n"
-      "  heapsnap record --snapshot-on-signal=USR2 -o srv.hsnap -- ./server &  kill -USR2 <pid>\n"
+      "  heapsnap record --snapshot-on-signal=USR2 -o srv.hsnap -- ./server &  kill -USR2 $!\n"
+      "Signals sent to record (TERM, HUP, USR1, USR2, ALRM, the snapshot signal) go on to the program.\n"
       "The exit status is the program's (128+N if it was killed by signal N).");
   cmd->callback([opts, rc, on_signal] {
     if (on_signal->count() && opts->snap_signal.empty()) opts->snap_signal = "USR2";

@@ -722,7 +722,8 @@ void add_retainer_commands(CLI::App &app, int *rc) {
     cmd->add_flag("--bytes", d->raw_bytes, "plain byte counts");
     cmd->add_option("-n,--limit", d->limit, "rows (default 20)");
     cmd->add_option("--debug-dir", d->debug_dirs, "directory with separate debug files");
-    cmd->footer("Example: heapsnap diff app.hsnap:0 app.hsnap:3");
+    cmd->footer("Sites are matched by module and offset, so two runs' captures diff too.\n"
+                "Examples:\n  heapsnap diff app.hsnap:0 app.hsnap:3\n  heapsnap diff before.hsnap after.hsnap");
     cmd->callback([d, rc] { *rc = run_diff(*d); });
   }
 }

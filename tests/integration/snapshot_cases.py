@@ -451,6 +451,7 @@ def case_big_array(a):
     check(snaps[0]["edges"] >= 100000, "at least 100,000 edges (%d)" % snaps[0]["edges"])
 
 
+
 def case_mmap_pool(a):
     """A pool whose arena is the program's own mmap (a GC heap): the arena is heap, not a root, so
     what only its free room or a dead object's stale bytes point to is lost."""
@@ -463,6 +464,12 @@ def case_mmap_pool(a):
     for x in lost:
         q = run([a.heapsnap, "path", "--json", path, hex(x)])
         check(q.returncode == 0 and not json.loads(q.stdout)["reachable"], "%#x: no root reaches it" % x)
+    t = hsnap_json(a, "top-retainers", "--json", path)
+    check(t["reachable_blocks"] == u["reachable"]["blocks"] < t["blocks"],
+          "top-retainers counts the reachable blocks, as unreachable does, not all (%d, %d of %d)"
+          % (t["reachable_blocks"], u["reachable"]["blocks"], t["blocks"]))
+    head = run([a.heapsnap, "top-retainers", path]).stdout.splitlines()[0]
+    check(head.endswith("in %d blocks" % t["reachable_blocks"]), "and says so in its heading (%s)" % head)
 
 
 def case_static_pool(a):

@@ -495,6 +495,16 @@ void outbox_unlock() { pthread_mutex_unlock(&g_outbox_mutex); }
 wire::Buf &outbox() { return *g_outbox; }
 void outbox_poke_writer() { pthread_cond_signal(&g_wake); }
 
+void outbox_append_marker(uint32_t tid, const char *text, size_t n) {
+  outbox_lock();
+  wire::RecordMark m = wire::begin_record(outbox(), wire::kMarker);
+  outbox().u64(1, now_rel_ns());
+  outbox().u64(2, tid);
+  outbox().len(3, text, n);
+  wire::end_record(outbox(), m);
+  outbox_unlock();
+}
+
 bool writer_open_capture(bool fork_child, int parent_pid) {
   if (!g_outbox) {
     g_outbox = new (heap::alloc_zeroed(sizeof(wire::Buf))) wire::Buf();

@@ -39,14 +39,7 @@ HS_EXPORT void heapsnap_api_marker(const char *text) {
   ErrnoSaver es;
   enter_sampling(t);
   writer_collect_batches();  // events before the marker stay before it
-  outbox_lock();
-  wire::RecordMark m = wire::begin_record(outbox(), wire::kMarker);
-  outbox().u64(1, now_rel_ns());
-  outbox().u64(2, t.state ? t.state->tid : 0);
-  size_t n = strnlen(text, 4096);
-  outbox().len(3, text, n);
-  wire::end_record(outbox(), m);
-  outbox_unlock();
+  outbox_append_marker(t.state ? t.state->tid : 0, text, strnlen(text, 4096));
   leave_sampling(t);
 }
 

@@ -42,8 +42,8 @@ std::atomic<bool> g_signal_flag{false};
 constexpr uint32_t kClientQueue = 16;
 std::atomic<uint32_t> g_client_pending{0};
 SpinLock g_client_lock;
-char g_client_label[256];  // (its size: the label length kept)
-char g_client_queue[kClientQueue][sizeof(g_client_label)];
+constexpr size_t kClientLabelBytes = 256;  // a label's bytes kept, its terminating null included
+char g_client_queue[kClientQueue][kClientLabelBytes];
 uint32_t g_client_head = 0, g_client_count = 0;
 std::atomic<uint64_t> g_client_dropped{0};
 uint32_t g_taken = 0;            // snapshots started by this process
@@ -431,16 +431,26 @@ void merge_pool_objects(Child &c) {
 
 uint64_t module_image_end(const Mapping &m);
 
-// Whether mapping i is a module's data: one of its own mappings, or the anonymous one right after
-// them as far as its program headers reach (its .bss).
-bool module_data(const Child &c, long i) {
+// The module whose data mapping i holds: one of its own (file-backed) mappings, or an anonymous
+// mapping that follows them with no gap (its .bss), as far as the module's program headers reach
+// when they can be read: *data_end is where that ends in the mapping (the kernel merges what
+// ld.so maps next, the main thread's static TLS, into the same mapping). nullptr for any other
+// mapping. Shared by the root scan (names, the shim's own .bss) and the pool rule below.
+const char *module_of(const Child &c, long i, uint64_t *data_end) {
   const Mapping &m = c.maps[i];
-  if (m.path[0] == '/') return true;
-  if (m.path[0] || i == 0 || c.maps[i - 1].end != m.start || c.maps[i - 1].path[0] != '/') return false;
-  long first = i - 1;
-  while (first > 0 && strcmp(c.maps[first - 1].path, c.maps[i - 1].path) == 0 && c.maps[first - 1].end == c.maps[first].start) --first;
+  *data_end = m.end;
+  if (m.path[0] == '/') return m.path;
+  if (m.path[0]) return nullptr;
+  long j = i;  // back over the anonymous mappings before it with no gap, to the module's last one
+  while (j > 0 && c.maps[j - 1].end == c.maps[j].start && !c.maps[j - 1].path[0]) --j;
+  if (j == 0 || c.maps[j - 1].end != c.maps[j].start || c.maps[j - 1].path[0] != '/') return nullptr;
+  const char *path = c.maps[j - 1].path;
+  long first = j - 1;
+  while (first > 0 && c.maps[first - 1].end == c.maps[first].start && strcmp(c.maps[first - 1].path, path) == 0) --first;
   uint64_t end = module_image_end(c.maps[first]);
-  return end == 0 || m.start < end;
+  if (end && end <= m.start) return nullptr;
+  if (end && end < m.end) *data_end = end;
+  return path;
 }
 
 // Mappings holding pool objects: a pool's arena (a GC heap the runtime mapped, whose free room
@@ -454,7 +464,8 @@ void mark_heap_mappings(Child &c) {
     const uint64_t *p = std::lower_bound(c.addr, c.addr + c.n, c.maps[m].start);
     for (; p != c.addr + c.n && *p < c.maps[m].end; ++p)
       if (c.pool_obj[p - c.addr] != UINT32_MAX) {
-        note_holds(c, m, module_data(c, m) ? kHoldsBlocksOnly : kHoldsHeap);
+        uint64_t data_end;
+        note_holds(c, m, module_of(c, m, &data_end) ? kHoldsBlocksOnly : kHoldsHeap);
         break;
       }
   }
@@ -896,22 +907,12 @@ uint64_t module_image_end(const Mapping &m) {
 void scan_roots(Child &c, const regs::Result &rr) {
   ThreadStackRange stacks[1024];
   size_t nstacks = thread_stacks(stacks, 1024);
-  const char *prev_module = nullptr;
-  uint64_t prev_end = 0, image_end = 0;
   for (long i = 0; i < c.nmaps && !c.error; ++i) {
     const Mapping &m = c.maps[i];
-    bool module_path = m.path[0] == '/';
-    if (module_path && m.offset == 0 && (!prev_module || strcmp(prev_module, m.path) != 0)) image_end = module_image_end(m);
-    // An anonymous mapping right after a module's mapping is that module's .bss, as far as the
-    // module's program headers reach (when they can be read): the kernel merges what ld.so maps
-    // next (the main thread's static TLS) into the same mapping.
-    const char *module = module_path ? m.path : (!m.path[0] && prev_module && m.start == prev_end ? prev_module : nullptr);
-    uint64_t module_end = module && !module_path && image_end > m.start && image_end < m.end ? image_end : m.end;
-    if (module && !module_path && image_end && image_end <= m.start) module = nullptr;
-    if (module_path) prev_module = m.path;
-    else if (!module) prev_module = nullptr;
-    prev_end = m.end;
     if (!m.readable || !m.writable || c.holds[i] == kHoldsHeap || is_ours(m)) continue;
+    bool module_path = m.path[0] == '/';
+    uint64_t module_end;
+    const char *module = module_of(c, i, &module_end);
     uint64_t from = m.start;
     if (module && strstr(module, "libheapsnap_preload")) {
       if (module_path || module_end >= m.end) continue;  // the shim's .bss
@@ -1239,7 +1240,7 @@ bool enabled() { return config.snapshots; }
 void request(const char *label) {
   if (!config.snapshots || !config.snapshot_client) return;
   size_t n = label ? strlen(label) : 0;
-  if (n >= sizeof(g_client_label)) n = sizeof(g_client_label) - 1;
+  if (n >= kClientLabelBytes) n = kClientLabelBytes - 1;
   SpinGuard g(g_client_lock);
   if (g_client_count == kClientQueue) {
     g_client_dropped.fetch_add(1, std::memory_order_relaxed);
@@ -1254,7 +1255,7 @@ void request(const char *label) {
 namespace {
 // The label of the pending client request, copied out under its lock (another request may be
 // rewriting it while the snapshot starts).
-bool take_client_request(char (&label)[sizeof(g_client_label)]) {
+bool take_client_request(char (&label)[kClientLabelBytes]) {
   if (!g_client_pending.load(std::memory_order_acquire)) return false;
   SpinGuard g(g_client_lock);
   if (!g_client_count) return false;
@@ -1277,7 +1278,7 @@ void writer_tick(uint64_t heap_bytes, uint64_t rss_bytes) {
   finish(false);
   if (g_child) return;
   uint64_t now = now_rel_ns();
-  char label[sizeof(g_client_label)];
+  char label[kClientLabelBytes];
   if (g_signal_flag.exchange(false)) {
     start(kSignal, "signal");
   } else if (take_client_request(label)) {
@@ -1311,20 +1312,14 @@ void at_exit() {
   writer_flush_now();
   finish(true);
   // Requests the writer had no tick left to serve (the program asked, then exited).
-  char label[sizeof(g_client_label)];
+  char label[kClientLabelBytes];
   while (take_client_request(label) && start(kClient, label)) finish(true);
   if (uint64_t dropped = g_client_dropped.exchange(0)) {
     // Said where the timeline shows the program's own markers.
     char text[128];
-    snprintf(text, sizeof(text), "heapsnap: %llu snapshot request(s) dropped: %u were already waiting",
-             (unsigned long long)dropped, kClientQueue);
-    outbox_lock();
-    wire::RecordMark m = wire::begin_record(outbox(), wire::kMarker);
-    outbox().u64(1, now_rel_ns());
-    outbox().u64(2, 0);
-    outbox().len(3, text, strlen(text));
-    wire::end_record(outbox(), m);
-    outbox_unlock();
+    int n = snprintf(text, sizeof(text), "heapsnap: %llu snapshot request(s) dropped: %u were already waiting",
+                     (unsigned long long)dropped, kClientQueue);
+    outbox_append_marker(0, text, n > 0 && size_t(n) < sizeof(text) ? size_t(n) : strlen(text));
   }
   if (g_signal_flag.exchange(false) && start(kSignal, "signal")) finish(true);
   if (config.snapshot_at_exit && start(kExit, "exit")) finish(true);

@@ -61,6 +61,8 @@ void outbox_lock();
 void outbox_unlock();
 wire::Buf &outbox();          // only under outbox_lock()
 void outbox_poke_writer();    // ask for an early flush (outbox is large)
+// Appends a timeline marker record (text, n bytes; tid 0: the tracer's own) to the outbox.
+void outbox_append_marker(uint32_t tid, const char *text, size_t n);
 constexpr size_t kOutboxFlushBytes = 4u << 20;
 constexpr size_t kOutboxLimitBytes = 512u << 20;  // beyond this, events are dropped (and counted)
 

@@ -433,33 +433,32 @@ class Bench:
         self.finished = datetime.datetime.now(datetime.timezone.utc)
         self.machine_info = self.machine()
 
-    def profile_stress(self):
-        """Instructions per stress operation natively, unsampled and at the default mean (callgrind,
-        scripts/bench_fastpath.py --stress): the profile behind the stress's default-sampling row."""
-        wl = [x for x in self.workloads if x.name == "stress" and "hs" in x.tools]
-        if not wl or self.quick:
+    def profile(self, workload, subdir, what, run):
+        """A callgrind profile behind a workload's default-sampling row (scripts/bench_fastpath.py):
+        run(work) in its own directory; None when the workload is not measured or for --quick, the
+        error when it fails."""
+        if self.quick or not any(x.name == workload and "hs" in x.tools for x in self.workloads):
             return None
-        work = os.path.join(self.work, "fastpath")
+        work = os.path.join(self.work, subdir)
         os.makedirs(work, exist_ok=True)
-        log("bench: callgrind profile of the stress (native, unsampled, default)")
+        log("bench: callgrind profile of %s" % what)
         try:
-            return bench_fastpath.stress_per_op(self.shim, os.path.join(self.work, "bin", "tests", "stress_threads"), work)
-        except (subprocess.CalledProcessError, SystemExit, OSError) as e:
+            return run(work)
+        except (subprocess.CalledProcessError, SystemExit, OSError, ValueError, KeyError) as e:
             return {"error": str(e)[:200]}
+
+    def profile_stress(self):
+        """Instructions per stress operation natively, unsampled and at the default mean
+        (scripts/bench_fastpath.py --stress)."""
+        prog = os.path.join(self.work, "bin", "tests", "stress_threads")
+        return self.profile("stress", "fastpath", "the stress (native, unsampled, default)",
+                            lambda work: bench_fastpath.stress_per_op(self.shim, prog, work))
 
     def profile_py(self):
         """The python workload's instructions natively, with an idle second thread, unsampled and at
-        the default mean (callgrind, scripts/bench_fastpath.py --py): the profile behind its row."""
-        wl = [x for x in self.workloads if x.name == "py" and "hs" in x.tools]
-        if not wl or self.quick:
-            return None
-        work = os.path.join(self.work, "fastpath-py")
-        os.makedirs(work, exist_ok=True)
-        log("bench: callgrind profile of py (native, idle thread, unsampled, default)")
-        try:
-            return bench_fastpath.py_profile(self.shim, self.heapsnap, work)
-        except (subprocess.CalledProcessError, SystemExit, OSError, ValueError, KeyError) as e:
-            return {"error": str(e)[:200]}
+        the default mean (scripts/bench_fastpath.py --py)."""
+        return self.profile("py", "fastpath-py", "py (native, idle thread, unsampled, default)",
+                            lambda work: bench_fastpath.py_profile(self.shim, self.heapsnap, work))
 
     def state(self):
         """Everything the report is made from (saved as JSON; --from-json renders it again)."""

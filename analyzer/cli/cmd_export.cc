@@ -118,13 +118,7 @@ int run_graph_json(const ExportOpts &o) {
   lo.edge_offsets = false;
   if (!load_chosen_snapshot(a, &s, lo)) return kExitInput;
   auto g = snapshot::build_object_graph(s, o.interior == "on", false);
-  std::string err;
-  replay::ReplayResult ctx;
-  if (auto reader = capture::CaptureReader::open(o.file, &err)) {
-    replay::ReplayOptions ro;
-    ro.context_only = true;
-    ctx = replay::replay(*reader, ro);
-  }
+  replay::ReplayResult ctx = load_capture_context(o.file);
   replay::StackSymbolizer sym(ctx.modules, symbolize::command_options(o.debug_dirs));
   auto site = [&](uint32_t b) {
     const auto &f = sym.frames_of(s.call_site[b]);

@@ -14,6 +14,7 @@
 
 #include "cli/commands.h"
 #include "cli/format.h"
+#include "cli/replay_load.h"
 #include "cli/snapshot_args.h"
 #include "cli/term_style.h"
 #include "replay/replay.h"
@@ -116,12 +117,7 @@ bool load(const SnapshotArgs &a, Context *c, bool with_children, bool print_stat
   c->args = a;
   // The capture's modules and stacks first: its pass over the file then does not add to the
   // graph's memory (10^8-block snapshots).
-  std::string err;
-  if (auto reader = capture::CaptureReader::open(a.file, &err)) {
-    replay::ReplayOptions o;
-    o.context_only = true;
-    c->capture = replay::replay(*reader, o);
-  }
+  c->capture = load_capture_context(a.file);
   snapshot::LoadOptions lo;
   lo.identity = false;
   lo.edge_offsets = need_edges;
@@ -591,14 +587,8 @@ int run_diff(const DiffArgs &d) {
   // Sites are matched by module and offset, not by address: two runs of a program load it at
   // different addresses (ASLR), and each side is symbolized with its own capture's modules.
   auto context = [&](const std::string &file) {
-    std::string err;
-    replay::ReplayResult ctx;
-    if (auto reader = capture::CaptureReader::open(file, &err)) {
-      replay::ReplayOptions o;
-      o.context_only = true;
-      ctx = replay::replay(*reader, o);
-    }
-    return std::make_unique<replay::StackSymbolizer>(ctx.modules, symbolize::command_options(d.debug_dirs));
+    return std::make_unique<replay::StackSymbolizer>(load_capture_context(file).modules,
+                                                     symbolize::command_options(d.debug_dirs));
   };
   std::unique_ptr<replay::StackSymbolizer> sym_b = context(sb.file);
   std::unique_ptr<replay::StackSymbolizer> sym_a = sa.file == sb.file ? nullptr : context(sa.file);

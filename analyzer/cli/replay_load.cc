@@ -6,6 +6,17 @@
 
 namespace heapsnap::cli {
 
+replay::ReplayResult load_capture_context(const std::string &file) {
+  std::string err;
+  replay::ReplayResult ctx;
+  if (auto reader = capture::CaptureReader::open(file, &err)) {
+    replay::ReplayOptions o;
+    o.context_only = true;
+    ctx = replay::replay(*reader, o);
+  }
+  return ctx;
+}
+
 bool load_replay(const std::string &file, const std::vector<std::string> &debug_dirs, LoadedReplay *out) {
   std::string err;
   Progress prog("replaying " + file);

@@ -20,4 +20,9 @@ struct LoadedReplay {
 // offset at fault, or that it holds no process record) and returns false.
 bool load_replay(const std::string &file, const std::vector<std::string> &debug_dirs, LoadedReplay *out);
 
+// Only what symbolizing a snapshot needs from its capture: the modules and stacks
+// (ReplayOptions::context_only). Empty when the file cannot be opened (the snapshot loader says
+// why).
+replay::ReplayResult load_capture_context(const std::string &file);
+
 }  // namespace heapsnap::cli

@@ -9,8 +9,10 @@ import json
 import os
 import re
 import shutil
+import signal
 import subprocess
 import sys
+import time
 
 import casekit
 from casekit import fail, check
@@ -486,8 +488,6 @@ def case_record_signals(a):
     """Signals sent to `record` itself (what `record ... &` leaves in $!) reach the program: the
     snapshot signal takes a snapshot, SIGTERM ends the program and record reports it (143); the
     program is not left running on its own."""
-    import signal
-    import time
     path = os.path.join(a.workdir, "record_signals.hsnap")
     if os.path.exists(path):
         os.unlink(path)

@@ -1,5 +1,5 @@
 // The hash of a flush's records in a frame that spans flushes (format 3.1, FlushEnd in
-// heapsnap.proto): part of the capture format, so the shim (preload/src/capture_writer.cc) and the
+// heapsnap.proto): part of the capture format, so the shim (preload/src/output/capture_writer.cc) and the
 // reader (analyzer/capture/capture_reader.cc) share this one definition.
 //
 // Why a hash of our own: a zstd frame's checksum covers the frame only once it ends, and the last

@@ -120,7 +120,7 @@ def main():
                 print("  %7.1f  %s" % (ir, re.sub(r"\s*\[.*\]$", "", mm.group(2))))
         paths = []
         for line in out.splitlines():
-            mm = re.search(r"(\S*/preload/src/[\w.]+):", line)
+            mm = re.search(r"(\S*/preload/src/[\w./]+):", line)
             if mm and mm.group(1) not in paths:
                 paths.append(mm.group(1))
         ann = subprocess.run(["callgrind_annotate", "--auto=no", files["unsampled"]] + paths,

@@ -65,7 +65,7 @@ void CaptureFileWriter::compress(bool end) {
     ZSTD_CCtx_setParameter(cctx_, ZSTD_c_compressionLevel, level_);
     ZSTD_CCtx_setParameter(cctx_, ZSTD_c_checksumFlag, 1);
   }
-  // As the shim's writer does (preload/src/capture_writer.cc): a frame begun and ended in one
+  // As the shim's writer does (preload/src/output/capture_writer.cc): a frame begun and ended in one
   // call declares its size; flushed ones do not.
   ZSTD_inBuffer in = {pending_.data(), pending_.size(), 0};
   std::vector<char> out(ZSTD_CStreamOutSize());

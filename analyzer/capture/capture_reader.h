@@ -23,7 +23,7 @@ inline constexpr uint16_t kReaderMinor = 1;
 // A frame's decompressed size above this is treated as damage (the writer cuts at 8 MiB; 2 MiB
 // in format 2, 8 MiB before 52f3b95).
 inline constexpr uint64_t kMaxFrameBytes = 256ull << 20;
-// The writer's frames hold at most this much (preload/src/capture_writer.cc, kMaxFrameInput),
+// The writer's frames hold at most this much (preload/src/output/capture_writer.cc, kMaxFrameInput),
 // unless one record is bigger.
 inline constexpr size_t kWriterFrameBytes = size_t(8) << 20;
 // Zero bytes after every decompressed frame (see set_raw_events_handler).

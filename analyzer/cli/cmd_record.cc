@@ -29,7 +29,7 @@ struct Options {
   bool force = false;
   bool quiet = false;
   std::vector<std::string> command;
-  // Snapshots (see HEAPSNAP_SNAPSHOT in preload/src/config.h).
+  // Snapshots (see HEAPSNAP_SNAPSHOT in preload/src/core/config.h).
   bool snap_exit = false;
   std::string snap_signal;      // "" = off
   uint64_t snap_every = 0;
@@ -43,7 +43,7 @@ struct Options {
 bool parse_size(const std::string &s, uint64_t *out);
 
 // The captures of the processes the program started (forked or exec'd ones write their own,
-// preload/src/capture_writer.cc open_output): the output name with %p expanded to another pid,
+// preload/src/output/capture_writer.cc open_output): the output name with %p expanded to another pid,
 // or the name taken plus ".PID" or ".PID.N", modified since the run began. Full paths, in the
 // order their pids came.
 std::vector<std::string> child_captures(const std::string &pattern, const std::string &main_path,

@@ -484,7 +484,7 @@ def case_glibc_owner(r, a):
 
 
 def case_unwinder_check(r, a):
-    # The shim's stack walker (preload/src/fast_unwind.h) against libunwind on every sampled
+    # The shim's stack walker (preload/src/sampling/fast_unwind.h) against libunwind on every sampled
     # stack: HEAPSNAP_UNWINDER=check unwinds each both ways, records libunwind's, and counts the
     # stacks that differ. Runs where the walker must step aside: a handler on the main stack (the
     # signal frame has no rule the walker takes), one on an alternate stack, frames whose CFA is

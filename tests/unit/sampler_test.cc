@@ -6,7 +6,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "sampler.h"
+#include "sampling/sampler.h"
 
 namespace {
 

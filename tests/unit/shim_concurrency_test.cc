@@ -27,18 +27,18 @@
 #include <thread>
 #include <vector>
 
-#include "call_sites.h"
-#include "config.h"
+#include "tables/call_sites.h"
+#include "core/config.h"
 #include "heapsnap.pb.h"
-#include "real_alloc.h"
-#include "sampled_blocks.h"
-#include "sampled_path.h"
-#include "shadow_map.h"
-#include "stack_table.h"
-#include "thread_state.h"
-#include "tracer.h"
-#include "unwinder.h"
-#include "usable_size.h"
+#include "intercept/real_alloc.h"
+#include "tables/sampled_blocks.h"
+#include "sampling/sampled_path.h"
+#include "tables/shadow_map.h"
+#include "sampling/stack_table.h"
+#include "core/thread_state.h"
+#include "core/tracer.h"
+#include "sampling/unwinder.h"
+#include "intercept/usable_size.h"
 
 #if defined(__SANITIZE_THREAD__)
 constexpr int kScale = 2;   // ThreadSanitizer runs these 5-15 times slower

@@ -7,11 +7,11 @@
 #include <cstdlib>
 #include <thread>
 
-#include "real_alloc.h"
-#include "shadow_map.h"
-#include "thread_state.h"
-#include "tracer.h"
-#include "usable_size.h"
+#include "intercept/real_alloc.h"
+#include "tables/shadow_map.h"
+#include "core/thread_state.h"
+#include "core/tracer.h"
+#include "intercept/usable_size.h"
 
 using namespace hs;
 

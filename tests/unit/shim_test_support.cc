@@ -9,9 +9,9 @@
 #include <cstdlib>
 #include <cstring>
 
-#include "private_heap.h"
-#include "thread_state.h"
-#include "tracer.h"
+#include "core/private_heap.h"
+#include "core/thread_state.h"
+#include "core/tracer.h"
 
 namespace hs {
 

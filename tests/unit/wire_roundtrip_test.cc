@@ -15,11 +15,11 @@
 #include "capture/capture_file_writer.h"
 #include "capture/capture_reader.h"
 #include "capture/event_decoder.h"
-#include "event_batch.h"
+#include "output/event_batch.h"
 #include "heapsnap.pb.h"
-#include "private_heap.h"
+#include "core/private_heap.h"
 #include "replay/replay.h"
-#include "wire_encoder.h"
+#include "output/wire_encoder.h"
 
 namespace {
 

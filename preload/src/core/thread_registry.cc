@@ -1,0 +1,255 @@
+#include <pthread.h>
+#include <sys/syscall.h>
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cstring>
+#include <new>
+
+#include "core/private_heap.h"
+#include "core/proc_maps.h"
+#include "core/thread_state.h"
+#include "core/tracer.h"
+
+namespace hs {
+
+__thread ThreadLocal t_local HS_TLS = initial_thread_local();
+
+namespace {
+
+pthread_mutex_t g_registry_mutex = PTHREAD_MUTEX_INITIALIZER;
+ThreadState *g_threads = nullptr;
+
+void fold_counters(ThreadLocal &t) {
+  Counters &c = t.counters;
+  auto take = [](uint64_t &from, std::atomic<uint64_t> &to) {
+    to.fetch_add(exchange_relaxed(from, uint64_t(0)), std::memory_order_relaxed);
+  };
+  take(c.alloc_calls, g_totals.alloc_calls);
+  take(c.free_calls, g_totals.free_calls);
+  take(c.bytes_allocated, g_totals.bytes_allocated);
+  take(c.bytes_freed, g_totals.bytes_freed);
+  take(c.realloc_calls, g_totals.realloc_calls);
+  take(c.realloc_moves, g_totals.realloc_moves);
+  take(c.foreign_frees, g_totals.foreign_frees);
+  take(c.sampled, g_totals.sampled);
+  fold_heap(t);
+}
+
+uint64_t read_rss() {
+  // statm's second field: resident pages. A raw read: no stdio (it would allocate).
+  char buf[128];
+  if (read_small_file("/proc/self/statm", buf, sizeof(buf)) <= 0) return 0;
+  const char *p = buf;
+  while (*p && *p != ' ') ++p;
+  uint64_t pages = 0;
+  while (*p == ' ') ++p;
+  while (*p >= '0' && *p <= '9') pages = pages * 10 + uint64_t(*p++ - '0');
+  return pages * uint64_t(sysconf(_SC_PAGESIZE));
+}
+
+}  // namespace
+
+namespace {
+
+// Records a heap figure reached by `when` as the peak if it is higher than the one recorded.
+void raise_peak(int64_t candidate, uint64_t when) {
+  int64_t peak = g_totals.peak.load(std::memory_order_relaxed);
+  while (candidate > peak) {
+    if (g_totals.peak.compare_exchange_weak(peak, candidate, std::memory_order_relaxed)) {
+      g_totals.peak_time.store(when, std::memory_order_relaxed);
+      break;
+    }
+  }
+}
+
+}  // namespace
+
+void fold_heap(ThreadLocal &t) {
+  // The maximum goes back first, then the delta (release): read_totals, reading the delta, the
+  // maximum, then the delta again, never sees a reset delta with the old maximum, which would
+  // count the folded rise twice (once in the heap, once as an excursion).
+  int64_t max = t.heap_delta_max - kHeapBias;
+  __atomic_store_n(&t.heap_delta_max, kHeapBias, __ATOMIC_RELEASE);
+  int64_t d = __atomic_exchange_n(&t.counters.heap_delta, kHeapBias, __ATOMIC_ACQ_REL) - kHeapBias;
+  int64_t before = g_totals.heap.fetch_add(d, std::memory_order_relaxed);
+  int64_t candidate = before + (max > d ? max : d);
+  // (When the candidate is an excursion that has fallen back since, it happened at some point
+  // since this thread's last fold, and since the last read_totals if that did not see it: now is
+  // its latest possible time.)
+  raise_peak(candidate, coarse_rel_ns());
+}
+
+void registry_lock() { pthread_mutex_lock(&g_registry_mutex); }
+void registry_unlock() { pthread_mutex_unlock(&g_registry_mutex); }
+
+ThreadState *register_current_thread() {
+  void *mem = heap::alloc_zeroed(sizeof(ThreadState));
+  if (!mem) return nullptr;
+  auto *s = new (mem) ThreadState();
+  s->tid = uint32_t(syscall(SYS_gettid));
+  s->tls = &t_local;
+  pthread_attr_t attr;
+  if (pthread_getattr_np(pthread_self(), &attr) == 0) {
+    void *addr = nullptr;
+    size_t size = 0;
+    if (pthread_attr_getstack(&attr, &addr, &size) == 0) {
+      s->stack_lo = reinterpret_cast<uint64_t>(addr);
+      s->stack_hi = s->stack_lo + size;
+    }
+    pthread_attr_destroy(&attr);
+  }
+  registry_lock();
+  s->next = g_threads;
+  g_threads = s;
+  registry_unlock();
+  g_totals.threads_seen.fetch_add(1, std::memory_order_relaxed);
+  uint32_t live = g_totals.live_threads.fetch_add(1, std::memory_order_relaxed) + 1;
+  uint32_t most = g_totals.most_live_threads.load(std::memory_order_relaxed);
+  while (live > most && !g_totals.most_live_threads.compare_exchange_weak(most, live, std::memory_order_relaxed)) {
+  }
+  return s;
+}
+
+void unregister_thread(ThreadState *s) {
+  registry_lock();
+  for (ThreadState **pp = &g_threads; *pp; pp = &(*pp)->next) {
+    if (*pp == s) { *pp = s->next; break; }
+  }
+  // Folded under the lock read_totals holds while it reads the global figures and the registered
+  // threads' counters: a reader finds the counters in one place or the other, never in neither
+  // (totals that went backwards for a moment, tests/unit/shim_concurrency_test.cc).
+  fold_counters(*s->tls);
+  registry_unlock();
+  outbox_lock();
+  s->lock.lock();
+  s->batch.serialize_to(outbox(), s->tid);
+  s->lock.unlock();
+  outbox_unlock();
+  g_totals.live_threads.fetch_sub(1, std::memory_order_relaxed);
+  fast_unwind::release(s->unwind_cache);
+  s->~ThreadState();
+  heap::release(s);
+}
+
+size_t thread_stacks(ThreadStackRange *out, size_t cap) {
+  size_t n = 0;
+  for (ThreadState *s = g_threads; s && n < cap; s = s->next)
+    if (s->stack_hi) out[n++] = {s->tid, s->stack_lo, s->stack_hi};
+  return n;
+}
+
+void for_each_thread(void (*fn)(ThreadState *, void *), void *arg) {
+  registry_lock();
+  for (ThreadState *s = g_threads; s; s = s->next) fn(s, arg);
+  registry_unlock();
+}
+
+void registry_after_fork_child() {
+  // Only the forking thread survives. The others' TLS blocks are still mapped (fork copies the
+  // address space), so their counters can be folded in; then they leave the registry.
+  pthread_mutex_init(&g_registry_mutex, nullptr);
+  ThreadState *self = t_local.state;
+  ThreadState *s = g_threads;
+  g_threads = nullptr;
+  uint32_t live = 0;
+  while (s) {
+    ThreadState *next = s->next;
+    s->lock.reset();
+    if (s == self) {
+      s->next = g_threads;
+      g_threads = s;
+      s->tid = uint32_t(syscall(SYS_gettid));
+      s->batch.reset();  // the parent writes its own pending events
+      ++live;
+    } else {
+      fold_counters(*s->tls);
+      fast_unwind::release(s->unwind_cache);
+      s->~ThreadState();
+      heap::release(s);
+    }
+    s = next;
+  }
+  g_totals.live_threads.store(live, std::memory_order_relaxed);
+}
+
+TotalsView read_totals() {
+  TotalsView v{};
+  // The global figures and the threads' counters under one lock: a thread leaving the registry
+  // folds its counters into the global figures under it too (see unregister_thread).
+  registry_lock();
+  v.alloc_calls = g_totals.alloc_calls.load(std::memory_order_relaxed);
+  v.free_calls = g_totals.free_calls.load(std::memory_order_relaxed);
+  v.bytes_allocated = g_totals.bytes_allocated.load(std::memory_order_relaxed);
+  v.bytes_freed = g_totals.bytes_freed.load(std::memory_order_relaxed);
+  v.realloc_calls = g_totals.realloc_calls.load(std::memory_order_relaxed);
+  v.realloc_moves = g_totals.realloc_moves.load(std::memory_order_relaxed);
+  v.foreign_frees = g_totals.foreign_frees.load(std::memory_order_relaxed);
+  v.sampled = g_totals.sampled.load(std::memory_order_relaxed);
+  // A thread's heap may have risen and fallen by less than kFoldBytes since its last fold: its
+  // highest excursion (heap_delta_max) above the folded heap is a peak candidate too.
+  int64_t best_excursion = 0;
+  for (ThreadState *s = g_threads; s; s = s->next) {
+    Counters &c = s->tls->counters;
+    v.alloc_calls += load_relaxed(c.alloc_calls);
+    v.free_calls += load_relaxed(c.free_calls);
+    v.bytes_allocated += load_relaxed(c.bytes_allocated);
+    v.bytes_freed += load_relaxed(c.bytes_freed);
+    v.realloc_calls += load_relaxed(c.realloc_calls);
+    v.realloc_moves += load_relaxed(c.realloc_moves);
+    v.foreign_frees += load_relaxed(c.foreign_frees);
+    v.sampled += load_relaxed(c.sampled);
+    // The thread's rise since its fold above where it is now, if it held still while read (a
+    // fold or a call in between: left to the fold, which sees it; see fold_heap).
+    int64_t d = __atomic_load_n(&c.heap_delta, __ATOMIC_ACQUIRE);
+    int64_t max = __atomic_load_n(&s->tls->heap_delta_max, __ATOMIC_ACQUIRE);
+    if (__atomic_load_n(&c.heap_delta, __ATOMIC_ACQUIRE) == d && max - d > best_excursion)
+      best_excursion = max - d;  // (both biased alike)
+  }
+  registry_unlock();
+  // The current heap and the live blocks are what the cumulative figures say (every update of
+  // the heap goes with one of bytes_allocated or bytes_freed). Summing heap_delta instead gave a
+  // heap that disagreed with them whenever a running thread was caught between its counter
+  // updates (threads that outlive main, tests/integration/misbehave_cases.py threads_outlive).
+  v.heap = int64_t(v.bytes_allocated - v.bytes_freed);
+  v.live_blocks = v.alloc_calls - v.free_calls;
+  v.time_ns = now_rel_ns();
+  // Kept as the peak, not only reported: the writer reads the totals every flush, and a heap
+  // that no fold saw (threads whose blocks are each under kFoldBytes, or a single thread's rise
+  // and fall between two folds) must stay the peak with the time it was first seen, not move to
+  // the time of whichever later read or fold finds it again (issue: peak "at exit" for a block
+  // freed long before).
+  raise_peak(v.heap + best_excursion, v.time_ns);
+  int64_t peak = g_totals.peak.load(std::memory_order_relaxed);
+  v.peak_time = g_totals.peak_time.load(std::memory_order_relaxed);
+  v.peak = uint64_t(peak > 0 ? peak : 0);
+  v.threads_seen = g_totals.threads_seen.load(std::memory_order_relaxed);
+  // The threads' unfolded deltas are what the folded figure can miss: as many as ever ran at once.
+  uint32_t most = g_totals.most_live_threads.load(std::memory_order_relaxed);
+  v.peak_accuracy = most > 1 ? uint32_t(most * kFoldBytes) : 0;
+  v.dropped = g_totals.dropped_events.load(std::memory_order_relaxed);
+  v.rss = read_rss();
+  return v;
+}
+
+void encode_totals(wire::Buf &b, const TotalsView &t) {
+  b.u64(1, t.time_ns);
+  b.u64(2, t.alloc_calls);
+  b.u64(3, t.free_calls);
+  b.u64(4, t.bytes_allocated);
+  b.u64(5, t.bytes_freed);
+  b.i64(6, t.heap);
+  b.u64(7, t.live_blocks);
+  b.u64(8, t.peak);
+  b.u64(9, t.peak_time);
+  b.u64(10, t.sampled);
+  b.u64(11, t.threads_seen);
+  b.u64(12, t.foreign_frees);
+  b.u64(13, t.rss);
+  b.u64(14, t.realloc_calls);
+  b.u64(15, t.realloc_moves);
+  b.u64(16, t.dropped);
+  b.u64(17, t.peak_accuracy);
+}
+
+}  // namespace hs

@@ -1,0 +1,88 @@
+// Global tracer state shared by the interposed functions, the writer thread and fork handling.
+#pragma once
+#include <pthread.h>
+
+#include <atomic>
+#include <cstdint>
+
+#include "core/common.h"
+#include "output/wire_encoder.h"
+
+namespace hs {
+
+enum TracerState : int {
+  kUninit = 0,    // constructor not run yet: calls pass through
+  kStarting = 1,  // constructor running
+  kActive = 2,    // tracing
+  kStopped = 3,   // disabled, failed, or finished: calls pass through for good
+};
+
+extern std::atomic<int> g_state HS_HIDDEN;
+extern uint64_t g_start_ns;   // CLOCK_MONOTONIC at capture start
+extern int g_pid;             // pid that owns the current capture
+
+HS_INLINE bool tracing() { return g_state.load(std::memory_order_relaxed) == kActive; }
+// Sets g_state, and with it whether the allocation fast paths run (shadow::fast_top): tracing,
+// glibc's chunk layout for usable sizes, no snapshot table.
+void set_state(int s);
+HS_INLINE uint64_t now_rel_ns() { return mono_ns() - g_start_ns; }
+HS_INLINE uint64_t coarse_rel_ns() {
+  uint64_t n = coarse_ns();
+  return n > g_start_ns ? n - g_start_ns : 0;
+}
+
+// Figures folded in from exited threads and batched heap deltas.
+struct GlobalTotals {
+  std::atomic<uint64_t> alloc_calls{0}, free_calls{0}, bytes_allocated{0}, bytes_freed{0};
+  std::atomic<uint64_t> realloc_calls{0}, realloc_moves{0}, foreign_frees{0}, sampled{0};
+  std::atomic<int64_t> heap{0};
+  std::atomic<int64_t> peak{0};
+  std::atomic<uint64_t> peak_time{0};
+  std::atomic<uint32_t> threads_seen{0};
+  std::atomic<uint32_t> live_threads{0};
+  std::atomic<uint32_t> most_live_threads{0};  // the most registered at once
+  std::atomic<uint64_t> dropped_events{0};
+};
+extern GlobalTotals g_totals HS_HIDDEN;
+
+struct TotalsView {
+  uint64_t time_ns, alloc_calls, free_calls, bytes_allocated, bytes_freed;
+  int64_t heap;
+  uint64_t live_blocks, peak, peak_time, sampled, foreign_frees, rss, realloc_calls,
+      realloc_moves, dropped;
+  uint32_t threads_seen, peak_accuracy;
+};
+TotalsView read_totals();
+void encode_totals(wire::Buf &b, const TotalsView &t);  // Totals fields into an open message
+
+// The outbox: serialized records waiting for the writer thread. Appending takes a short lock;
+// the writer swaps the whole buffer out each flush.
+void outbox_lock();
+void outbox_unlock();
+wire::Buf &outbox();          // only under outbox_lock()
+void outbox_poke_writer();    // ask for an early flush (outbox is large)
+// Appends a timeline marker record (text, n bytes; tid 0: the tracer's own) to the outbox.
+void outbox_append_marker(uint32_t tid, const char *text, size_t n);
+constexpr size_t kOutboxFlushBytes = 4u << 20;
+constexpr size_t kOutboxLimitBytes = 512u << 20;  // beyond this, events are dropped (and counted)
+
+// Writer lifecycle (capture_writer.cc).
+bool writer_open_capture(bool fork_child, int parent_pid);
+bool writer_start_thread();
+void writer_stop_thread();
+void writer_flush_now();               // collect every thread's events, write a frame
+void writer_collect_batches();         // move every thread's pending events into the outbox
+void writer_finish(const char *reason);
+void writer_fork_prepare();
+void writer_fork_parent();
+void writer_after_fork_child();
+void writer_note_failure(const char *what);
+const char *writer_capture_path();
+// Appends a file of complete zstd frames (a snapshot child's output) to the capture. Must be
+// called by whoever holds the writer (the writer thread's tick, or at exit after it stopped).
+bool writer_append_file(const char *path);
+
+// Stops tracing for good, keeping the program running.
+void stop_tracing(const char *why);
+
+}  // namespace hs

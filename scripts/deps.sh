@@ -16,6 +16,9 @@ HEAPSNAP_TEST_PACKAGES=(python3-networkx valgrind clang libclang-rt-14-dev golan
 HEAPSNAP_TEST_PACKAGES+=(libpython3.11-testsuite sqlite3 git)
 # The manual's test renders the generated pages (tests/integration/term_cases.py man).
 HEAPSNAP_TEST_PACKAGES+=(groff-base man-db)
+# The runtime and allocator matrix (tests/integration/compat_cases.py): other allocators, preloaded
+# and linked, and Rust programs.
+HEAPSNAP_TEST_PACKAGES+=(libjemalloc2 libtcmalloc-minimal4 rustc redis-server redis-tools)
 # Only scripts/bench needs these (the peers it measures against and the workloads it runs);
 # scripts/test never installs them.
 HEAPSNAP_BENCH_PACKAGES=(

@@ -544,10 +544,28 @@ void CaptureReader::scan(uint64_t off, Frame &f, SeenFrames &seen) {
           finish_frame(f, off, got, size_);
           break;
         }
-        f.skipped += uint64_t(next - p);
-        problem(off, "damaged frame at " + hex_offset(off) + ": skipped " +
-                         std::to_string(next - p) + " bytes");
-        off += uint64_t(next - p);
+        // A frame cut short with another after it: a writer that stopped inside a write (the
+        // shim's tail guard, salvaging a process that ended mid-flush, goes on with a frame of its
+        // own where the last complete write ended). Its complete flushes are kept, as for the
+        // file's last frame.
+        size_t span = size_t(next - p);
+        BlockWalk w = walk_blocks(p, span);
+        size_t decoded = 0;
+        bool complete = false;
+        const char *why = w.cut && w.extent ? inflate(p, w.extent, f, &decoded, &complete, true) : nullptr;
+        size_t got = w.cut && w.extent && !why ? trusted_records(f.buf.get(), decoded) : 0;
+        if (got) {
+          if (w.extent < span || got < decoded)
+            problem(off, "frame at " + hex_offset(off) + " was cut short before the next one: read the " +
+                             std::to_string(got) + " bytes of whole records in its complete blocks, skipped " +
+                             std::to_string(span - w.extent) + " bytes");
+          f.skipped += span - w.extent;
+          finish_frame(f, off, got, off + span);
+          return;
+        }
+        f.skipped += span;
+        problem(off, "damaged frame at " + hex_offset(off) + ": skipped " + std::to_string(span) + " bytes");
+        off += span;
         continue;
       }
       // Not a frame start: resynchronise on the next zstd magic.

@@ -4,6 +4,7 @@
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <iostream>
 #include <map>
@@ -13,6 +14,7 @@
 #include "cli/format.h"
 #include "cli/replay_load.h"
 #include "cli/term_style.h"
+#include "replay/estimate_fit.h"
 #include "replay/replay.h"
 #include "replay/stack_symbolizer.h"
 
@@ -49,6 +51,26 @@ std::string size_str(const Common &c, double b) {
 }
 
 std::string count_str(double n) { return human_count(uint64_t(n + 0.5)); }
+
+// An estimated count: a fraction where rounding would hide it (0.4 of a block, when an exact total
+// of 5 blocks is split over 12 stacks).
+std::string est_count_str(double n) {
+  if (n > 0 && n < 9.95 && std::fabs(n - std::round(n)) > 0.05) {
+    char b[16];
+    snprintf(b, sizeof(b), "%.1f", n);
+    return b;
+  }
+  return count_str(n);
+}
+
+// The peak as the shim measured it, in the words every command uses (cli/format.h).
+PeakFigure peak_of(const replay::ReplayResult &r) { return peak_figure(r.totals, r.highest_heap); }
+
+// The sampled per-stack figures fitted to the exact totals beside them (replay/estimate_fit.h).
+replay::EstimateFits fits_of(const replay::ReplayResult &r) {
+  PeakFigure p = peak_of(r);
+  return replay::fit_estimates(r, double(p.low), double(p.high));
+}
 
 bool stack_matches(const std::vector<replay::DisplayFrame> &frames, const std::string &m) {
   if (m.empty()) return true;
@@ -88,8 +110,7 @@ json header_json(const Common &c, const replay::ReplayResult &r) {
   json ex;
   ex["alloc_calls"] = r.totals.alloc_calls();
   ex["bytes_allocated"] = r.totals.bytes_allocated();
-  ex["peak_heap_bytes"] = r.totals.peak_heap_bytes();
-  ex["peak_time_s"] = double(r.totals.peak_time_ns()) / 1e9;
+  add_peak_json(ex, peak_of(r));
   ex["leaked_blocks"] = r.totals.live_blocks();
   ex["leaked_bytes"] = r.totals.heap_bytes();
   j["exact"] = ex;
@@ -125,9 +146,29 @@ struct TopOpts : Common {
 struct SiteRow {
   std::string key;
   replay::DisplayFrame frame;
-  replay::StackFigures sum;
-  std::vector<std::pair<uint32_t, const replay::StackFigures *>> stacks;
+  replay::StackFigures sum;  // as shown: fitted to the exact totals (EstimateFits::apply)
+  replay::StackFigures raw;  // the sampled estimates before fitting
+  std::vector<std::pair<uint32_t, replay::StackFigures>> stacks;  // fitted
 };
+
+// A figure's sampled estimate before it was fitted to the exact total (JSON: raw_estimate).
+json raw_figures_json(const replay::StackFigures &f) {
+  return {{"alloc_calls", f.alloc_calls}, {"alloc_bytes", f.alloc_bytes}, {"peak_bytes", f.peak_bytes},
+          {"leaked_blocks", f.live_calls}, {"leaked_bytes", f.live_bytes}};
+}
+
+// How the figures relate to the exact totals (JSON: sampled_estimate).
+json fits_json(const replay::EstimateFits &e) {
+  auto fit = [](const replay::Fit &f) { return json{{"raw", f.raw}, {"scaled", f.fitted}, {"factor", f.factor}}; };
+  json j;
+  j["scaled_to_exact"] = e.fitted;
+  j["alloc_calls"] = fit(e.alloc_calls);
+  j["alloc_bytes"] = fit(e.alloc_bytes);
+  j["peak_bytes"] = fit(e.peak_bytes);
+  j["leaked_blocks"] = fit(e.live_blocks);
+  j["leaked_bytes"] = fit(e.live_bytes);
+  return j;
+}
 
 double metric(const replay::StackFigures &f, const std::string &by) {
   if (by == "calls") return f.alloc_calls;
@@ -140,6 +181,8 @@ int run_top(const TopOpts &o) {
   LoadedReplay L;
   if (!load_replay(o.file, o.debug_dirs, &L)) return kExitInput;
   auto &r = L.r;
+  replay::EstimateFits fits = fits_of(r);
+  uint64_t samples = 0;  // sampled allocation events the split by site is estimated from
   std::map<std::string, SiteRow> sites;
   for (uint32_t id = 1; id < r.by_stack.size(); ++id) {
     const auto &f = r.by_stack[id];
@@ -167,8 +210,11 @@ int run_top(const TopOpts &o) {
       row.key = key;
       row.frame = *leaf;
     }
-    row.sum += f;
-    row.stacks.push_back({id, &f});
+    replay::StackFigures shown = fits.apply(f);
+    row.sum += shown;
+    row.raw += f;
+    row.stacks.push_back({id, shown});
+    samples += f.samples;
   }
   std::vector<SiteRow *> rows;
   for (auto &[k, v] : sites) rows.push_back(&v);
@@ -178,12 +224,15 @@ int run_top(const TopOpts &o) {
   if (rows.size() > o.limit) rows.resize(o.limit);
   for (SiteRow *row : rows)
     std::sort(row->stacks.begin(), row->stacks.end(), [&](auto &a, auto &b) {
-      return metric(*a.second, o.by) > metric(*b.second, o.by);
+      return metric(a.second, o.by) > metric(b.second, o.by);
     });
 
   if (o.json) {
     json j = header_json(o, r);
     j["by"] = o.by;
+    // Site figures are fitted to the exact totals (scaled so that all sites add up to them); each
+    // site's raw_estimate keeps the sampled estimate before that.
+    j["sampled_estimate"] = fits_json(fits);
     json arr = json::array();
     for (SiteRow *row : rows) {
       json s;
@@ -201,9 +250,10 @@ int run_top(const TopOpts &o) {
       s["reallocs"] = row->sum.reallocs;
       s["realloc_moves"] = row->sum.realloc_moves;
       s["realloc_in_place"] = row->sum.reallocs - row->sum.realloc_moves;
+      if (fits.fitted) s["raw_estimate"] = raw_figures_json(row->raw);
       json st = json::array();
       for (size_t i = 0; i < row->stacks.size() && i < o.stacks_per_site; ++i) {
-        const auto &f = *row->stacks[i].second;
+        const auto &f = row->stacks[i].second;
         json sj;
         sj["alloc_calls"] = f.alloc_calls;
         sj["alloc_bytes"] = f.alloc_bytes;
@@ -225,9 +275,14 @@ int run_top(const TopOpts &o) {
   printf("%s%s — %s\n", out_style(Style::kHeading, "top allocation sites by " + o.by).c_str(),
          out_style(Style::kEstimate, est ? " (sampled estimates, ~)" : " (every allocation recorded)").c_str(),
          o.file.c_str());
-  printf("exact: %s calls, %s allocated, peak %s, %s not freed\n\n",
+  auto sz = [&](double b) { return size_str(o, b); };
+  printf("exact: %s calls, %s allocated, peak %s, %s not freed\n",
          human_count(r.totals.alloc_calls()).c_str(), size_str(o, double(r.totals.bytes_allocated())).c_str(),
-         size_str(o, double(r.totals.peak_heap_bytes())).c_str(), size_str(o, double(r.totals.heap_bytes())).c_str());
+         peak_text(peak_of(r), sz).c_str(), size_str(o, double(r.totals.heap_bytes())).c_str());
+  if (fits.fitted)
+    print_styled(Style::kEstimate, "sites below split those totals as estimated from %s sampled allocations (~)\n",
+                 human_count(samples).c_str());
+  printf("\n");
   print_styled(Style::kHeader, "%12s %12s %12s %12s  %s\n", "allocated", "calls", "at peak", "leaked", "site");
   // The column the table is ranked by is the one in colour.
   auto cell = [&](const char *column, const std::string &text) {
@@ -245,7 +300,7 @@ int run_top(const TopOpts &o) {
              human_count(row->sum.reallocs - row->sum.realloc_moves).c_str());
     for (size_t i = 0; i < row->stacks.size() && i < o.stacks_per_site; ++i) {
       printf("%12s %s of it from:\n", "",
-             out_style(Style::kSize, size_str(o, metric(*row->stacks[i].second, o.by == "calls" ? "bytes" : o.by))).c_str());
+             out_style(Style::kSize, size_str(o, metric(row->stacks[i].second, o.by == "calls" ? "bytes" : o.by))).c_str());
       auto frames = L.sym->stack(r.stacks, row->stacks[i].first);
       print_stack(o, frames, "              ");
     }
@@ -260,40 +315,73 @@ int run_live(const Common &o, bool at_peak) {
   LoadedReplay L;
   if (!load_replay(o.file, o.debug_dirs, &L)) return kExitInput;
   auto &r = L.r;
+  PeakFigure peak = peak_of(r);
+  replay::EstimateFits fits = fits_of(r);
+  // Sampled estimates beside an exact total are scaled to it (replay/estimate_fit.h): the rows
+  // split the exact total by stack, as the sampled blocks suggest. Objects of client-API pools
+  // are not in the exact totals: their rows stay as estimated, and add up apart.
+  const replay::Fit &fit_blocks = at_peak ? fits.peak_blocks : fits.live_blocks;
+  const replay::Fit &fit_bytes = at_peak ? fits.peak_bytes : fits.live_bytes;
+  uint64_t sampled_blocks = at_peak ? fits.peak_samples : fits.live_samples;
   struct Row {
     uint32_t id;
-    double blocks, bytes;
+    double blocks, bytes;          // as shown
+    double raw_blocks, raw_bytes;  // the sampled estimate before fitting
+    bool pool;
   };
   std::vector<Row> rows;
-  double total_blocks = 0, total_bytes = 0;
+  double total_blocks = 0, total_bytes = 0, raw_blocks = 0, raw_bytes = 0;
+  double pool_blocks = 0, pool_bytes = 0;
   for (uint32_t id = 1; id < r.by_stack.size(); ++id) {
     const auto &f = r.by_stack[id];
     double blocks = at_peak ? f.peak_calls : f.live_calls;
     double bytes = at_peak ? f.peak_bytes : f.live_bytes;
-    if (blocks < 0.5) continue;
+    if (blocks < 0.5) continue;  // (an estimate: a sampled block weighs 1 or more)
     if (!o.match.empty() && !stack_matches(L.sym->stack(r.stacks, id), o.match)) continue;
-    rows.push_back({id, blocks, bytes});
-    total_blocks += blocks;
-    total_bytes += bytes;
+    bool pool = f.pool != 0;
+    bool scale = fits.fitted && !pool;
+    Row row{id, scale ? fit_blocks(blocks) : blocks, scale ? fit_bytes(bytes) : bytes, blocks, bytes, pool};
+    rows.push_back(row);
+    if (pool && fits.fitted) {
+      pool_blocks += row.blocks;
+      pool_bytes += row.bytes;
+    } else {
+      total_blocks += row.blocks;
+      total_bytes += row.bytes;
+    }
+    raw_blocks += blocks;
+    raw_bytes += bytes;
   }
   std::sort(rows.begin(), rows.end(), [](const Row &a, const Row &b) { return a.bytes > b.bytes; });
   size_t all = rows.size();
   if (rows.size() > o.limit) rows.resize(o.limit);
-  const char *what = at_peak ? "peak" : "leaks";
   if (o.json) {
     json j = header_json(o, r);
     if (at_peak) {
       j["peak_time_s"] = double(r.sampled_peak_time_ns) / 1e9;
       j["sampled_peak_bytes"] = r.sampled_peak_bytes;
     }
-    j["blocks"] = total_blocks;
-    j["bytes"] = total_bytes;
+    // blocks, bytes: the rows' total as shown (fitted to the exact total when scaled_to_exact);
+    // raw_blocks, raw_bytes: the sampled estimate before that; sampled_blocks: how many sampled
+    // blocks it comes from.
+    j["blocks"] = total_blocks + pool_blocks;
+    j["bytes"] = total_bytes + pool_bytes;
+    j["scaled_to_exact"] = fits.fitted && (fit_blocks.scaled || fit_bytes.scaled);
+    j["raw_blocks"] = raw_blocks;
+    j["raw_bytes"] = raw_bytes;
+    j["sampled_blocks"] = sampled_blocks;
+    if (fits.fitted) {
+      j["pool_blocks"] = pool_blocks;
+      j["pool_bytes"] = pool_bytes;
+    }
     j["stacks_total"] = all;
     json arr = json::array();
     for (const Row &row : rows) {
       json e;
       e["blocks"] = row.blocks;
       e["bytes"] = row.bytes;
+      e["raw_blocks"] = row.raw_blocks;
+      e["raw_bytes"] = row.raw_bytes;
       json fr = json::array();
       for (const auto &d : L.sym->stack(r.stacks, row.id)) fr.push_back(frame_json(d));
       e["frames"] = fr;
@@ -319,41 +407,81 @@ int run_live(const Common &o, bool at_peak) {
     return kExitOk;
   }
   bool est = r.sample_bytes() > 1;
+  // How the rows relate to the exact total: a split of it estimated from N sampled blocks.
+  std::string from = "estimated from " + human_count(sampled_blocks) + " sampled block" + (sampled_blocks == 1 ? "" : "s");
+  std::string split = "split by stack " + from;
   if (at_peak) {
     printf("%s — %s\n", out_style(Style::kHeading, "heap at its peak").c_str(), o.file.c_str());
-    if (!est && uint64_t(r.sampled_peak_bytes + 0.5) == r.totals.peak_heap_bytes()) {
-      // Every allocation recorded and the replay's peak is the shim's: the event's time is the
-      // peak's (the shim's totals stamp it when a flush or a fold first sees it, up to a flush
-      // later).
+    std::string figure = (peak.exact ? "exact peak " : "peak ") + peak_text(peak, [&](double b) {
+      return out_style(Style::kSize, size_str(o, b));
+    });
+    if (!est && peak.exact && uint64_t(r.sampled_peak_bytes + 0.5) == peak.bytes) {
+      // Every allocation recorded, one thread, and the replay's peak is the shim's: the event's
+      // time is the peak's (the shim's totals stamp it when a flush or a fold first sees it, up to
+      // a flush later).
       printf("exact peak %s at %s; live blocks below: every block, at that moment\n\n",
-             out_style(Style::kSize, size_str(o, double(r.totals.peak_heap_bytes()))).c_str(),
+             out_style(Style::kSize, size_str(o, double(peak.bytes))).c_str(),
+             human_duration(double(r.sampled_peak_time_ns) / 1e9).c_str());
+    } else if (!est) {
+      // Several threads: their events are replayed batch by batch, so the replay's highest point
+      // need not be one moment of the program.
+      printf("%s; live blocks below: every block, at the replay's highest point (%s)\n\n", figure.c_str(),
              human_duration(double(r.sampled_peak_time_ns) / 1e9).c_str());
     } else {
-      printf("exact peak %s at %s; live blocks below are %s at %s\n\n",
-             out_style(Style::kSize, size_str(o, double(r.totals.peak_heap_bytes()))).c_str(),
-             human_duration(double(r.totals.peak_time_ns()) / 1e9).c_str(),
-             out_style(Style::kEstimate, est ? "sampled estimates (~)" : "every block").c_str(),
+      printf("%s; live blocks below are %s at %s\n", figure.c_str(),
+             out_style(Style::kEstimate, "sampled estimates (~)").c_str(),
              human_duration(double(r.sampled_peak_time_ns) / 1e9).c_str());
+      if (fits.fitted && fit_bytes.scaled)
+        print_styled(Style::kEstimate, "scaled to the peak's %s, %s\n",
+                     peak.exact ? "exact figure" : "bounds", split.c_str());
+      printf("\n");
     }
   } else {
     printf("%s — %s\n", out_style(Style::kHeading, "not freed at exit").c_str(), o.file.c_str());
     printf("exact: %s blocks, %s%s\n\n", human_count(r.totals.live_blocks()).c_str(),
            out_style(Style::kSize, size_str(o, double(r.totals.heap_bytes()))).c_str(),
            r.ended ? "" : out_style(Style::kWarning, " (as of the last flush: the capture has no end)").c_str());
-    if (est)
+    if (est && fits.fitted && fit_bytes.raw <= 0 && r.totals.live_blocks() > 0)
+      print_styled(Style::kEstimate, "no sampled block among them: record with --sample-bytes 1 for their stacks\n\n");
+    else if (est && fits.fitted)
+      print_styled(Style::kEstimate, "stacks below split the exact total as %s (~); record with --sample-bytes 1 for every leak\n\n",
+                   from.c_str());
+    else if (est)
       print_styled(Style::kEstimate, "stacks below are sampled estimates (~); record with --sample-bytes 1 for every leak\n\n");
   }
   for (const Row &row : rows) {
-    printf("%s in %s blocks from:\n", out_style(Style::kSize, size_str(o, row.bytes)).c_str(), count_str(row.blocks).c_str());
+    printf("%s in %s blocks%s from:\n", out_style(Style::kSize, size_str(o, row.bytes)).c_str(),
+           (est ? est_count_str(row.blocks) : count_str(row.blocks)).c_str(),
+           row.pool && fits.fitted ? out_style(Style::kEstimate, " (client-API pool: not in the exact totals)").c_str() : "");
     print_stack(o, L.sym->stack(r.stacks, row.id), "  ");
   }
   if (all > rows.size()) print_styled(Style::kEstimate, "... %zu more stacks (-n to show more)\n", all - rows.size());
   if (all == 0) printf("(no %s)\n", at_peak ? "sampled blocks live at the peak" : "sampled block left allocated");
+  std::string total_note;
+  if (!est) {
+    total_note = "";
+  } else if (!fits.fitted) {
+    total_note = " (estimated)";
+  } else if (!o.match.empty()) {
+    total_note = " (of the stacks matching --match; estimated)";
+  } else if (fit_bytes.scaled) {
+    total_note = at_peak ? (peak.exact ? " (the exact peak; " + split + ")" : " (within the peak's bounds; " + split + ")")
+                         : " (exact; " + split + ")";
+  } else if (fit_bytes.raw == 0 && !at_peak && r.totals.live_blocks() > 0) {
+    // Blocks are left, but no sampled one among them: there is nothing to split the total by.
+    total_note = " (no sampled block among the exact " + human_count(r.totals.live_blocks()) + " blocks, " +
+                 size_str(o, double(r.totals.heap_bytes())) + ")";
+  } else {
+    total_note = " (estimated)";
+  }
   printf("\n%s%s: %s in %s blocks\n", out_style(Style::kHeading, "total").c_str(),
-         out_style(Style::kEstimate, est ? " (estimated)" : "").c_str(), out_style(Style::kSize, size_str(o, total_bytes)).c_str(),
-         count_str(total_blocks).c_str());
+         out_style(Style::kEstimate, total_note).c_str(), out_style(Style::kSize, size_str(o, total_bytes)).c_str(),
+         est ? est_count_str(total_blocks).c_str() : count_str(total_blocks).c_str());
+  if (pool_blocks > 0)
+    printf("%s: %s in %s objects (estimated; not in the exact totals)\n",
+           out_style(Style::kHeading, "plus client-API pools").c_str(), out_style(Style::kSize, size_str(o, pool_bytes)).c_str(),
+           est_count_str(pool_blocks).c_str());
   print_notes(r, *L.sym);
-  (void)what;
   return kExitOk;
 }
 
@@ -393,9 +521,8 @@ int run_timeline(const Common &o, size_t rows_wanted) {
            out_style(Style::kSize, size_str(o, double(p.heap_bytes)), 12).c_str(), size_str(o, double(p.rss_bytes)).c_str(),
            std::string(size_t(std::max(0, bar)), '#').c_str());
   }
-  printf("\n%s %s at %s\n", out_style(Style::kHeading, "peak").c_str(),
-         out_style(Style::kSize, size_str(o, double(r.totals.peak_heap_bytes()))).c_str(),
-         human_duration(double(r.totals.peak_time_ns()) / 1e9).c_str());
+  printf("\n%s %s\n", out_style(Style::kHeading, "peak").c_str(),
+         peak_text(peak_of(r), [&](double b) { return out_style(Style::kSize, size_str(o, b)); }).c_str());
   for (const auto &m : r.markers) printf("marker at %s: %s\n", human_duration(double(m.time_ns) / 1e9).c_str(), m.text.c_str());
   for (const auto &s : r.snapshots)
     printf("snapshot %u at %s%s%s\n", s.index, human_duration(double(s.time_ns) / 1e9).c_str(),
@@ -421,14 +548,18 @@ void add_replay_commands(CLI::App &app, int *rc) {
     auto o = std::make_shared<Common>();
     CLI::App *cmd = app.add_subcommand("leaks", "Blocks not freed at exit, grouped by allocation stack.");
     add_common(cmd, *o);
-    cmd->footer("Every leak, exactly: record with --sample-bytes 1.\nExample: heapsnap leaks --match mylib app.hsnap");
+    cmd->footer("The total is exact; sampled, its split by stack is estimated from the sampled blocks left (their\n"
+                "unscaled estimate in --json: raw_bytes, raw_blocks). Every leak, exactly: record with --sample-bytes 1.\n"
+                "Example: heapsnap leaks --match mylib app.hsnap");
     cmd->callback([o, rc] { *rc = run_live(*o, false); });
   }
   {
     auto o = std::make_shared<Common>();
     CLI::App *cmd = app.add_subcommand("peak", "What was live when the heap was at its peak, grouped by allocation stack.");
     add_common(cmd, *o);
-    cmd->footer("The peak itself is exact; the blocks live then are sampled estimates unless recorded with --sample-bytes 1.\n"
+    cmd->footer("The peak is exact when one thread allocated; with several it is an estimate with bounds (summary gives the\n"
+                "same). The blocks live then are sampled estimates, scaled into the peak's bounds, unless recorded with\n"
+                "--sample-bytes 1.\n"
                 "Examples:\n  heapsnap peak app.hsnap -n 5\n  heapsnap peak --match libfoo --json app.hsnap");
     cmd->callback([o, rc] { *rc = run_live(*o, true); });
   }

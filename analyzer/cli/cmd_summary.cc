@@ -31,8 +31,7 @@ nlohmann::ordered_json to_json(const replay::CaptureSummary &s) {
   j["bytes_allocated"] = t.bytes_allocated();
   j["bytes_freed"] = t.bytes_freed();
   j["heap_bytes_at_end"] = t.heap_bytes();
-  j["peak_heap_bytes"] = t.peak_heap_bytes();
-  j["peak_time_s"] = double(t.peak_time_ns()) / 1e9;
+  add_peak_json(j, peak_figure(t, s.highest_heap));
   j["peak_accuracy_bytes"] = t.peak_accuracy_bytes();
   j["leaked_blocks"] = t.live_blocks();
   j["leaked_bytes"] = t.heap_bytes();
@@ -67,19 +66,33 @@ void print_text(const std::string &file, const replay::CaptureSummary &s) {
   printf("%s%s\n", label("program").c_str(), args.empty() ? s.process.executable().c_str() : args.c_str());
   printf("%s%u%s\n", label("pid").c_str(), s.process.pid(), s.process.fork_child() ? " (forked child)" : "");
   printf("%s%s\n", label("duration").c_str(), human_duration(double(s.last_time_ns) / 1e9).c_str());
+  if (s.ended) {
+    // How the capture ended. "error: ..." is the shim refusing to trace the process (its figures
+    // are then empty, not the program's); "salvaged: ..." an end the tail guard wrote after the
+    // process had gone without the shim's exit path.
+    const std::string &r = s.end_reason;
+    if (r.rfind("error:", 0) == 0)
+      printf("%s%s\n", out_style(Style::kError, "NOT TRACED", -12).c_str(), r.substr(7).c_str());
+    else if (r.rfind("salvaged: ", 0) == 0)
+      printf("%s%s %s\n", label("ended").c_str(), r.substr(10).c_str(),
+             out_style(Style::kEstimate, "(written by the tail guard after the process had gone)").c_str());
+    else
+      printf("%s%s\n", label("ended").c_str(), r == "exit" ? "exit" : r.c_str());
+  }
   printf("\n%s%s\n", out_style(Style::kHeading, "exact totals").c_str(),
          s.ended ? "" : out_style(Style::kWarning, " (as of the last flush)").c_str());
   printf("  allocation calls   %s (%s reallocs)\n", human_count(t.alloc_calls()).c_str(),
          human_count(t.realloc_calls()).c_str());
   printf("  free calls         %s\n", human_count(t.free_calls()).c_str());
   printf("  bytes allocated    %s\n", bytes(double(t.bytes_allocated())).c_str());
-  printf("  peak heap          %s at %s", bytes(double(t.peak_heap_bytes())).c_str(),
-         human_duration(double(t.peak_time_ns()) / 1e9).c_str());
-  if (t.peak_accuracy_bytes())
-    printf("%s", out_style(Style::kEstimate, " (within " + human_bytes(t.peak_accuracy_bytes()) + ": several threads)").c_str());
-  printf("\n");
+  // The same words as `peak` and the other replay queries (cli/format.h peak_text).
+  printf("  peak heap          %s\n", peak_text(peak_figure(t, s.highest_heap), bytes).c_str());
   printf("  not freed at end   %s blocks, %s\n", human_count(t.live_blocks()).c_str(), bytes(double(t.heap_bytes())).c_str());
   if (t.rss_bytes()) printf("  RSS at end         %s\n", bytes(double(t.rss_bytes())).c_str());
+  if (t.foreign_frees())
+    printf("  foreign frees      %s %s\n", human_count(t.foreign_frees()).c_str(),
+           out_style(Style::kEstimate, "(frees of blocks the shim never saw allocated: from before it started, or the "
+                                       "loader's; not in the figures above)").c_str());
   uint64_t mean = s.process.sample_bytes();
   printf("\n%s%s\n", label("sampling").c_str(), mean <= 1 ? "every allocation" :
          ("mean every " + human_bytes(double(mean)) + " allocated").c_str());

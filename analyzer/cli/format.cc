@@ -3,6 +3,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 
@@ -52,6 +53,37 @@ std::string no_process_record_message(const std::string &file, const std::vector
   unsigned long long size = stat(file.c_str(), &st) == 0 ? (unsigned long long)st.st_size : 0;
   snprintf(b, sizeof(b), "0x%llx", size);
   return file + ": no process record before the end of the file at offset " + b + ": not a usable capture";
+}
+
+PeakFigure peak_figure(const wire::Totals &t, int64_t highest_heap_seen) {
+  PeakFigure p;
+  p.bytes = t.peak_heap_bytes();
+  p.time_ns = t.peak_time_ns();
+  p.low = p.high = p.bytes;
+  uint64_t acc = t.peak_accuracy_bytes();
+  if (acc == 0) return p;
+  p.exact = false;
+  p.low = p.bytes > acc ? p.bytes - acc : 0;
+  // A heap a Totals record read was reached (the shim's peak is never below one).
+  if (highest_heap_seen > 0 && uint64_t(highest_heap_seen) > p.low) p.low = std::min(uint64_t(highest_heap_seen), p.bytes);
+  if (t.heap_bytes() > 0 && uint64_t(t.heap_bytes()) > p.low) p.low = std::min(uint64_t(t.heap_bytes()), p.bytes);
+  p.high = p.bytes + acc;
+  return p;
+}
+
+std::string peak_text(const PeakFigure &p, const std::function<std::string(double)> &size) {
+  std::string s = size(double(p.bytes)) + " at " + human_duration(double(p.time_ns) / 1e9);
+  if (!p.exact)
+    s += " (estimate, several threads: between " + size(double(p.low)) + " and " + size(double(p.high)) + ")";
+  return s;
+}
+
+void add_peak_json(nlohmann::ordered_json &j, const PeakFigure &p) {
+  j["peak_heap_bytes"] = p.bytes;
+  j["peak_time_s"] = double(p.time_ns) / 1e9;
+  j["peak_exact"] = p.exact;
+  j["peak_heap_min_bytes"] = p.low;
+  j["peak_heap_max_bytes"] = p.high;
 }
 
 }  // namespace heapsnap::cli

@@ -1,5 +1,6 @@
 #include "replay/capture_summary.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <unordered_set>
 
@@ -125,6 +126,7 @@ CaptureSummary summarize(capture::CaptureReader &reader) {
       case wire::Record::kSnapshotContents: snapshot_record(r.snapshot_contents().index(), false, false, pos.frame_offset); break;
       case wire::Record::kSnapshotEnd: snapshot_record(r.snapshot_end().index(), false, true, pos.frame_offset); break;
       case wire::Record::kTotals:
+        s.highest_heap = std::max(s.highest_heap, r.totals().heap_bytes());
         if (!s.ended) {
           s.totals = r.totals();
           s.have_totals = true;
@@ -136,6 +138,7 @@ CaptureSummary summarize(capture::CaptureReader &reader) {
         // A capture may go on after an End (an exec that failed); the last one wins.
         s.ended = true;
         s.end_reason = r.end().reason();
+        s.highest_heap = std::max(s.highest_heap, r.end().totals().heap_bytes());
         s.totals = r.end().totals();
         s.have_totals = true;
         note_time(r.end().totals().time_ns());

@@ -13,6 +13,7 @@ struct CaptureSummary {
   wire::ProcessInfo process;
   bool have_totals = false;
   wire::Totals totals;        // from EndOfCapture if present, else the last Totals record
+  int64_t highest_heap = 0;   // the highest heap_bytes of the Totals and End records (a lower bound of the peak)
   bool ended = false;         // an EndOfCapture record was read
   std::string end_reason;
   uint64_t sampled_allocs = 0, sampled_frees = 0, sampled_reallocs = 0;

@@ -107,10 +107,12 @@ class Replayer {
         break;
       case wire::Record::kTotals:
         if (!r_.ended) r_.totals = rec.totals();
+        r_.have_totals = true;
         point(rec.totals());
         break;
       case wire::Record::kEnd:
         r_.ended = true;
+        r_.have_totals = true;
         r_.totals = rec.end().totals();
         point(rec.end().totals());
         break;
@@ -202,6 +204,7 @@ class Replayer {
                                      " blocks are freed or resized but no allocation in the capture defined "
                                      "them (this frame holds the first of those ends)"});
     }
+    r_.live_sampled_blocks = live_.size() > pool_place_.size() ? live_.size() - pool_place_.size() : 0;
     // Stacks unchanged since the highest peak: their live figures are their peak figures.
     for (HotFigures &f : hot_) {
       if (f.epoch == run_.epoch) continue;
@@ -298,12 +301,14 @@ class Replayer {
       run.peak_bytes = run.live_bytes;
       r_.sampled_peak_event = ordinal;
       r_.sampled_peak_time_ns = time;
+      r_.sampled_peak_blocks = live_.size();
       ++run.epoch;
     }
   }
 
   void point(const wire::Totals &t) {
     see_time(t.time_ns());
+    if (t.heap_bytes() > r_.highest_heap) r_.highest_heap = t.heap_bytes();
     r_.timeline.push_back({t.time_ns(), t.heap_bytes(), t.rss_bytes(), t.alloc_calls(), run_.live_bytes});
   }
 

@@ -100,6 +100,8 @@ struct ReplayResult {
   wire::ProcessInfo process;
   bool have_process = false;
   wire::Totals totals;  // final exact totals (EndOfCapture, else last Totals)
+  bool have_totals = false;  // a Totals or End record was read (else totals are all zero)
+  int64_t highest_heap = 0;  // the highest heap_bytes of those records (a lower bound of the peak)
   bool ended = false;
   bool truncated = false;
   std::vector<capture::Problem> problems;
@@ -129,6 +131,8 @@ struct ReplayResult {
   uint64_t sampled_peak_event = UINT64_MAX;
   uint64_t sampled_peak_time_ns = 0;
   double sampled_peak_bytes = 0;
+  uint64_t sampled_peak_blocks = 0;  // sampled blocks live then (the estimate's sample size)
+  uint64_t live_sampled_blocks = 0;  // sampled blocks live at the end, pool objects not counted
   uint64_t sample_bytes() const { return process.sample_bytes(); }
 };
 

@@ -19,6 +19,8 @@
 #include <cstdlib>
 #include <new>
 
+#include "util/thp_policy.h"
+
 namespace heapsnap::util {
 
 inline constexpr size_t kHugePage = size_t(2) << 20;
@@ -29,8 +31,8 @@ inline constexpr size_t kHugeMin = size_t(1) << 20;
 // up to 2 MiB (a 4.3 MB table would take 6 MB).
 inline size_t huge_round(size_t bytes) { return (bytes + 4095) & ~size_t(4095); }
 
-// Zeroed memory of `bytes` bytes, 2 MiB aligned, advised MADV_HUGEPAGE; nullptr when the mapping
-// fails.
+// Zeroed memory of `bytes` bytes, 2 MiB aligned, advised MADV_HUGEPAGE (for tables written through:
+// not for sparse arrays, see util/zero_array.h); nullptr when the mapping fails.
 inline void *huge_map(size_t bytes) {
   size_t len = huge_round(bytes);
   // Over-map by one huge page and trim, so the start is 2 MiB aligned whatever the kernel picks.
@@ -41,7 +43,9 @@ inline void *huge_map(size_t bytes) {
   if (head) munmap(raw, head);
   size_t tail = kHugePage - head;
   if (tail) munmap(reinterpret_cast<void *>(start + len), tail);  // len is 4 KiB aligned
-  madvise(reinterpret_cast<void *>(start), len, MADV_HUGEPAGE);  // a hint: failure only costs speed
+  // Written through before it is read (util/thp_policy.h): MADV_HUGEPAGE unless THP is off. A
+  // hint: failure only costs speed.
+  apply_huge_advice(reinterpret_cast<void *>(start), len, huge_advice(thp_policy(), kDenseTable));
   return reinterpret_cast<void *>(start);
 }
 

@@ -42,6 +42,7 @@ class Runner:
         for k in list(self.env):
             if k.startswith("HEAPSNAP_") and k != "HEAPSNAP_PRELOAD":
                 del self.env[k]
+        self.extra_env = None  # the environment of the next traced runs, when not self.env
 
     def clean(self, name):
         for f in os.listdir(self.work):
@@ -65,6 +66,7 @@ class Runner:
     def record(self, name, *args, sample="1", extra=(), env=None, prog=None):
         path = os.path.join(self.work, name)
         self.clean(name)
+        env = env if env is not None else self.extra_env
         cmd = [self.a.heapsnap, "record", "-q", "-o", path, "--sample-bytes", sample, *extra, "--",
                prog or self.prog, *map(str, args)]
         return self.run(cmd, env=env, what="traced run"), path
@@ -123,15 +125,17 @@ N1, N2 = 200, 700
 
 
 def case_killed(r, a):
-    # SIGKILL from outside while the program allocates: everything up to the last flushed frame is
-    # there, and the summary says the file was cut.
+    # SIGKILL from outside while the program allocates. With the tail guard (the default) the
+    # capture is complete and says so; without it (HEAPSNAP_TAIL_GUARD=0) everything up to the last
+    # flushed frame is there, and the summary says the file was cut.
     n = 20000
-    for sample in ("1", "65536"):
-        name = "killed-%s" % sample
+    for sample, guard in (("1", "1"), ("65536", "1"), ("1", "0"), ("65536", "0")):
+        name = "killed-%s-%s" % (sample, guard)
         r.clean(name)
         path = os.path.join(r.work, name)
         p = subprocess.Popen([a.heapsnap, "record", "-q", "-o", path, "--sample-bytes", sample, "--",
-                              r.prog, "killed", str(n)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=r.env)
+                              r.prog, "killed", str(n)], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                             env=dict(r.env, HEAPSNAP_TAIL_GUARD=guard))
         line = p.stdout.readline().decode()
         m = re.match(r"ready (\d+)", line)
         if not m:
@@ -146,8 +150,12 @@ def case_killed(r, a):
             fail("killed: record did not end after its program was killed")
         check(p.returncode == 128 + 9, "killed (sample %s): record exits 128+9 (%d)" % (sample, p.returncode))
         j = r.summary(path)
-        check(j["truncated"], "killed: summary says truncated")
-        r.sane(j, "killed", complete=False)
+        if guard == "1":
+            r.sane(j, "killed, guarded")
+            check(j["end_reason"] == "salvaged: killed by signal 9 (SIGKILL)", "killed: the end record says how (%r)" % j["end_reason"])
+        else:
+            check(j["truncated"], "killed: summary says truncated")
+            r.sane(j, "killed", complete=False)
         check(j["alloc_calls"] >= n + 1000, "killed: the flushed frames hold the %d leaked blocks and the churn after "
               "them (%d allocations)" % (n, j["alloc_calls"]))
         check(j["leaked_blocks"] >= n, "killed: %d blocks live at the last flush (>= %d)" % (j["leaked_blocks"], n))
@@ -179,11 +187,19 @@ def case_segv_handler(r, a):
 def case_segv_default(r, a):
     # The handler restores the default action: the process dies by SIGSEGV (record: 139), and the
     # capture holds what was flushed before, marked as cut.
-    for delay in (300, 0):
-        name = "segv-default-%d" % delay
+    # With the tail guard, everything up to the crash is there, whenever it comes.
+    for delay, guard in ((300, "1"), (0, "1"), (300, "0"), (0, "0")):
+        name = "segv-default-%d-%s" % (delay, guard)
+        r.extra_env = dict(r.env, HEAPSNAP_TAIL_GUARD=guard)
         path = r.traced_like_native(name, "segv_default", 1000, delay)
+        r.extra_env = None
         check(os.path.exists(path), "segv default (delay %d ms): capture file exists" % delay)
         j = r.summary(path)
+        if guard == "1":
+            r.sane(j, "segv default, guarded")
+            check(j["end_reason"] == "salvaged: killed by signal 11 (SIGSEGV)", "segv default: the end says how (%r)" % j["end_reason"])
+            check(j["alloc_calls"] >= 1000, "segv default, guarded: every allocation is there (%d)" % j["alloc_calls"])
+            continue
         check(j["truncated"], "segv default (delay %d ms): summary says truncated" % delay)
         r.sane(j, "segv default", complete=False)
         if delay:
@@ -204,8 +220,8 @@ def case_abort(r, a):
         path = r.traced_like_native("abort-" + sample, "abort", 5000, sample=sample)
         tr_rc = 134
         j = r.summary(path)
-        check(j["truncated"], "abort: summary says truncated (no end record after SIGABRT)")
-        r.sane(j, "abort", complete=False)
+        r.sane(j, "abort")
+        check(j["end_reason"] == "salvaged: killed by signal 6 (SIGABRT)", "abort: the tail guard's end record says how (%r)" % j["end_reason"])
         check(j["alloc_calls"] >= 5000, "abort: allocations before the last flush are there (%d)" % j["alloc_calls"])
     nat = r.native("abort", 1)
     check(status_of(nat.returncode) == tr_rc, "abort: record passes SIGABRT through as 134")

@@ -257,6 +257,8 @@ def case_exit_codes(a):
         ["record", "--sample-bytes", "lots", "--", "true"], ["record", "--snapshot-registers", "USR1", "--", "true"],
         ["record", "--snapshot-registers", "RTMAX-99", "--", "true"],
         ["record", "-o", "/nonexistent/dir/x.hsnap", "--", "true"],
+        # (as root, /proc passes access(W_OK): only creating the file tells, before the program runs)
+        ["record", "-o", "/proc/x", "--", "true"],
     ]
     readers = [["summary"], ["top-allocators"], ["leaks"], ["peak"], ["timeline"], ["flamegraph"],
                ["export", "--format", "pprof", "-o", os.path.join(a.workdir, "x.pb.gz")],
@@ -277,6 +279,10 @@ def case_exit_codes(a):
             check(b"--help" in err, "%s: points to --help" % what)
     rc, out, err = run_piped([hs, "record", "--", os.path.join(a.workdir, "no-such-program")])
     check(rc == 3, "record of a program that does not exist: exit 3 (got %d)" % rc)
+    rc, out, err = run_piped([hs, "record", "-q", "-o", os.path.join(a.workdir, "untraced.hsnap"), "-f", "--", "sh", "-c", "exit 0"],
+                             env=dict(base_env(), HEAPSNAP_PRELOAD="/dev/null"))
+    check(rc == 3 and b"no capture was written" in err and b"exited with status 0" in err,
+          "record of a run that leaves no capture: exit 3, the program's own status named (got %d)" % rc)
     rc, out, err = run_piped([hs, "record", "-q", "-o", os.path.join(a.workdir, "false.hsnap"), "-f", "--", "false"])
     check(rc == 1, "record passes the program's own status through (false: 1, got %d)" % rc)
     # The contract is in the help, where the manual takes it from.

@@ -232,6 +232,46 @@ TEST_CASE("reader: an unfinished frame before the open one loses only itself") {
   unlink(b_path.c_str());
 }
 
+TEST_CASE("reader: a frame cut where a flush ended, then another frame, keeps both (the tail guard's salvage)") {
+  // What the shim's tail guard leaves when the writer died inside a flush: the file truncated to
+  // where its last complete write ended (flush 2 of the open frame, markers 0-39), then a frame of
+  // the guard's own with what was still pending (markers 40-69).
+  std::string a_path = temp_path("salvage-a.hsnap"), b_path = temp_path("salvage-b.hsnap");
+  uint64_t cut = 0;
+  {
+    CaptureFileWriter w(a_path, 3, 0);
+    heapsnap::wire::Record r;
+    r.mutable_process()->set_pid(4242);
+    w.add(r);
+    w.end_frame();
+    for (int f = 0; f < 2; ++f) {
+      add_markers(w, 20 * f, 20);
+      w.flush();
+    }
+    cut = w.bytes_written();
+    add_markers(w, 1000, 20);  // the flush the writer died in: truncated away
+    w.flush();
+  }
+  uint64_t other_start = 0, other_end = 0;
+  {
+    CaptureFileWriter w(b_path, 3, 0);
+    other_start = w.bytes_written();
+    add_markers(w, 40, 30);
+    w.end_frame();
+    other_end = w.bytes_written();
+  }
+  std::string spliced = slurp(a_path).substr(0, cut) + slurp(b_path).substr(other_start, other_end - other_start);
+  spit(a_path, spliced);
+  auto r = open_capture(a_path);
+  auto got = read_markers(*r);
+  REQUIRE(got.size() == 70);
+  for (size_t i = 0; i < got.size(); ++i) CHECK(got[i] == i);
+  CHECK(r->problems().empty());  // nothing lost: the cut frame ends where a flush ended
+  CHECK(!r->truncated());
+  unlink(a_path.c_str());
+  unlink(b_path.c_str());
+}
+
 TEST_CASE("reader: a flipped bit in a block header of the open last frame keeps the flushes before it") {
   // The file ends inside the open frame (nine flushes of 40 markers), whose checksum is not there
   // to check: the flushes before a damaged block header are read whole, a loss is reported, and

@@ -1,6 +1,7 @@
 #include "core/private_heap.h"
 
 #include <dlfcn.h>
+#include <link.h>
 #include <sys/mman.h>
 
 #include <cstring>
@@ -21,7 +22,12 @@ MiRealloc mi_realloc_fn;
 MiFree mi_free_fn;
 using MiIsInHeap = bool (*)(const void *);
 MiIsInHeap mi_is_in_heap_region_fn;
+using MiUsableSize = size_t (*)(const void *);
+MiUsableSize mi_usable_size_fn;
 bool loaded;
+// The program itself runs on this mimalloc (preloaded or linked): dlopen then gives the same
+// instance, and its segments hold the program's blocks as well as the tracer's.
+bool shared;
 
 // Child arena: each allocation is preceded by its size, so grow() can copy.
 bool g_child = false;
@@ -54,6 +60,13 @@ bool switch_to_child_arena(size_t bytes, uint64_t *lo, uint64_t *hi) {
 bool init() {
   if (loaded) return true;
   // RTLD_LOCAL: mimalloc's malloc/free must never join the global scope (see header).
+  // (Looked up in the loader's list of objects: dlopen with RTLD_NOLOAD searches the library path
+  // and mallocs on the way, which leaves the program's heap other than it is natively.)
+  for (const link_map *l = _r_debug.r_map; l; l = l->l_next) {
+    const char *base = l->l_name ? strrchr(l->l_name, '/') : nullptr;
+    base = base ? base + 1 : l->l_name;
+    if (base && strncmp(base, "libmimalloc.so", 14) == 0) shared = true;
+  }
   void *h = dlopen("libmimalloc.so.2", RTLD_NOW | RTLD_LOCAL);
   if (!h) return false;
   mi_malloc_fn = reinterpret_cast<MiMalloc>(dlsym(h, "mi_malloc"));
@@ -61,13 +74,14 @@ bool init() {
   mi_realloc_fn = reinterpret_cast<MiRealloc>(dlsym(h, "mi_realloc"));
   mi_free_fn = reinterpret_cast<MiFree>(dlsym(h, "mi_free"));
   mi_is_in_heap_region_fn = reinterpret_cast<MiIsInHeap>(dlsym(h, "mi_is_in_heap_region"));
+  mi_usable_size_fn = reinterpret_cast<MiUsableSize>(dlsym(h, "mi_usable_size"));
   loaded = mi_malloc_fn && mi_zalloc_fn && mi_realloc_fn && mi_free_fn;
   return loaded;
 }
 
 bool ready() { return loaded; }
 
-bool owns(const void *p) { return mi_is_in_heap_region_fn && mi_is_in_heap_region_fn(p); }
+bool owns(const void *p) { return !shared && mi_is_in_heap_region_fn && mi_is_in_heap_region_fn(p); }
 
 void *alloc(size_t n) { return HS_UNLIKELY(g_child) ? arena_alloc(n) : mi_malloc_fn(n); }
 void *alloc_zeroed(size_t n) { return HS_UNLIKELY(g_child) ? arena_alloc(n) : mi_zalloc_fn(n); }
@@ -75,8 +89,12 @@ void *grow(void *p, size_t n) {
   if (HS_LIKELY(!g_child)) return mi_realloc_fn(p, n);
   void *q = arena_alloc(n);
   if (q && p) {
-    size_t old;
-    memcpy(&old, static_cast<uint8_t *>(p) - 8, 8);
+    // A block of the arena has its size before it; one mimalloc gave before the switch (the tail
+    // guard's salvage grows the writer's buffers) has the size mimalloc knows (a lock-free read).
+    size_t old = 0;
+    auto *b = static_cast<uint8_t *>(p);
+    if (b > g_arena && b < g_arena + g_arena_size) memcpy(&old, b - 8, 8);
+    else if (mi_usable_size_fn) old = mi_usable_size_fn(p);
     memcpy(q, p, old < n ? old : n);
   }
   return q;

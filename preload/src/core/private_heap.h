@@ -23,12 +23,14 @@ void release(void *p);
 template <typename T>
 T *make_array(size_t n) { return static_cast<T *>(alloc_zeroed(n * sizeof(T))); }
 
+// Whether p lies in memory only the tracer uses: mimalloc's segments, unless the program runs on
+// the same mimalloc (then its segments hold the program's blocks too, and this is false).
+// Lock-free, usable in the child.
+bool owns(const void *p);
+
 // The snapshot child (a raw fork of a multithreaded process) must not touch mimalloc, whose
 // locks another thread may have held at fork time. From this call on, this process allocates
 // from a private bump arena of `bytes` (fresh anonymous mappings, never freed: the child exits).
-// Whether p lies in memory mimalloc manages (its segments); lock-free, usable in the child.
-bool owns(const void *p);
-
 bool switch_to_child_arena(size_t bytes, uint64_t *lo, uint64_t *hi);
 
 }  // namespace hs::heap

@@ -41,6 +41,72 @@ long read_small_file(const char *path, char *buf, size_t cap) {
   return n;
 }
 
+namespace {
+
+// Parses one line of the maps ([p, line_end)) into m; false if it is not a mapping's line.
+bool parse_line(const char *p, const char *line_end, Mapping &m) {
+  m.start = parse_hex(p);
+  if (*p++ != '-') return false;
+  m.end = parse_hex(p);
+  if (line_end - p < 6) return false;
+  ++p;
+  m.readable = p[0] == 'r';
+  m.writable = p[1] == 'w';
+  m.executable = p[2] == 'x';
+  p += 5;
+  m.offset = parse_hex(p);
+  ++p;
+  parse_hex(p);  // dev major
+  ++p;
+  parse_hex(p);  // dev minor
+  ++p;
+  m.inode = dec(p);
+  while (*p == ' ') ++p;
+  size_t len = p < line_end ? size_t(line_end - p) : 0;
+  if (len >= sizeof(m.path)) len = sizeof(m.path) - 1;
+  memcpy(m.path, p, len);
+  m.path[len] = '\0';
+  return true;
+}
+
+}  // namespace
+
+bool find_mapping(uint64_t addr, Mapping *out) {
+  int fd = open("/proc/self/maps", O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return false;
+  char buf[4096];
+  size_t have = 0;
+  bool found = false, done = false;
+  while (!done) {
+    ssize_t n = read(fd, buf + have, sizeof(buf) - 1 - have);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) break;
+    have += size_t(n);
+    buf[have] = '\0';
+    char *p = buf;
+    for (char *e; (e = strchr(p, '\n')) != nullptr; p = e + 1) {
+      Mapping m;
+      if (!parse_line(p, e, m)) continue;
+      if (m.start > addr) {  // the maps are in address order: it is not there
+        done = true;
+        break;
+      }
+      if (addr < m.end) {
+        *out = m;
+        found = done = true;
+        break;
+      }
+    }
+    // The cut line moves to the front for the next read (a line longer than the buffer is dropped).
+    size_t rest = size_t(buf + have - p);
+    if (rest == sizeof(buf) - 1) rest = 0;
+    memmove(buf, p, rest);
+    have = rest;
+  }
+  close(fd);
+  return found;
+}
+
 long read_proc_maps(Mapping *out, size_t cap, char *scratch, size_t scratch_size) {
   int fd = open("/proc/self/maps", O_RDONLY | O_CLOEXEC);
   if (fd < 0) return -1;
@@ -59,27 +125,7 @@ long read_proc_maps(Mapping *out, size_t cap, char *scratch, size_t scratch_size
   while (*p && size_t(count) < cap) {
     const char *line_end = strchr(p, '\n');
     if (!line_end) break;  // a cut last line is dropped
-    Mapping &m = out[count];
-    m.start = parse_hex(p);
-    if (*p++ != '-') break;
-    m.end = parse_hex(p);
-    ++p;
-    m.readable = p[0] == 'r';
-    m.writable = p[1] == 'w';
-    m.executable = p[2] == 'x';
-    p += 5;
-    m.offset = parse_hex(p);
-    ++p;
-    parse_hex(p);  // dev major
-    ++p;
-    parse_hex(p);  // dev minor
-    ++p;
-    m.inode = dec(p);
-    while (*p == ' ') ++p;
-    size_t len = size_t(line_end - p);
-    if (len >= sizeof(m.path)) len = sizeof(m.path) - 1;
-    memcpy(m.path, p, len);
-    m.path[len] = '\0';
+    if (!parse_line(p, line_end, out[count])) break;
     p = line_end + 1;
     ++count;
   }

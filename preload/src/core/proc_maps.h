@@ -17,6 +17,10 @@ struct Mapping {
 // Reads the maps into out[0..cap). Returns the number of mappings, or -1 on error.
 long read_proc_maps(Mapping *out, size_t cap, char *scratch, size_t scratch_size);
 
+// The mapping holding addr, read line by line into a buffer on the stack (for a lookup where
+// the whole maps would not fit); false if no mapping holds it or the maps cannot be read.
+bool find_mapping(uint64_t addr, Mapping *out);
+
 // A hexadecimal number at p (lower case, an optional "0x" first), as /proc writes them; p is left
 // after its last digit.
 uint64_t parse_hex(const char *&p);

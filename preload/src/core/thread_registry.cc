@@ -1,6 +1,7 @@
 #include <pthread.h>
 #include <sys/syscall.h>
 #include <fcntl.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include <cstring>
@@ -63,6 +64,39 @@ void raise_peak(int64_t candidate, uint64_t when) {
   }
 }
 
+// Thread t's rise since its last fold above where it is now, if it held still while read (a fold
+// or a call in between: 0, left to the fold, which sees it; see fold_heap), at most `cap`.
+int64_t excursion(ThreadLocal &t, int64_t cap) {
+  int64_t d = __atomic_load_n(&t.counters.heap_delta, __ATOMIC_ACQUIRE);
+  int64_t max = __atomic_load_n(&t.heap_delta_max, __ATOMIC_ACQUIRE);
+  if (__atomic_load_n(&t.counters.heap_delta, __ATOMIC_ACQUIRE) != d || max <= d) return 0;
+  return max - d < cap ? max - d : cap;  // (both biased alike)
+}
+
+// The cap of each thread's excursion in a summed candidate. One thread alone: none (its excursion
+// is exact). Several: kFoldBytes each, which keeps the sum within peak_accuracy (threads *
+// kFoldBytes) of the true peak, as a thread may rise and fall by up to twice that without folding.
+int64_t excursion_cap() {
+  return g_totals.most_live_threads.load(std::memory_order_relaxed) > 1 ? kFoldBytes : INT64_MAX;
+}
+
+// The heap now as every counter says, plus every registered thread's excursion: the peak candidate
+// of the moments since the threads' last folds (the registry lock held). Summed, not the largest
+// one: blocks of several threads, each thread under kFoldBytes, live at the same time (8 threads
+// holding 100 KB each) were seen one thread at a time, and the peak was one thread's share of it
+// (tests/integration/capture_cases.py, case threads).
+int64_t peak_candidate_locked() {
+  int64_t heap = int64_t(g_totals.bytes_allocated.load(std::memory_order_relaxed) -
+                         g_totals.bytes_freed.load(std::memory_order_relaxed));
+  int64_t excursions = 0, cap = excursion_cap();
+  for (ThreadState *s = g_threads; s; s = s->next) {
+    Counters &c = s->tls->counters;
+    heap += int64_t(load_relaxed(c.bytes_allocated) - load_relaxed(c.bytes_freed));
+    excursions += excursion(*s->tls, cap);
+  }
+  return heap + excursions;
+}
+
 }  // namespace
 
 void fold_heap(ThreadLocal &t) {
@@ -89,16 +123,7 @@ ThreadState *register_current_thread() {
   auto *s = new (mem) ThreadState();
   s->tid = uint32_t(syscall(SYS_gettid));
   s->tls = &t_local;
-  pthread_attr_t attr;
-  if (pthread_getattr_np(pthread_self(), &attr) == 0) {
-    void *addr = nullptr;
-    size_t size = 0;
-    if (pthread_attr_getstack(&attr, &addr, &size) == 0) {
-      s->stack_lo = reinterpret_cast<uint64_t>(addr);
-      s->stack_hi = s->stack_lo + size;
-    }
-    pthread_attr_destroy(&attr);
-  }
+  s->stack_hint = reinterpret_cast<uint64_t>(__builtin_frame_address(0));
   registry_lock();
   s->next = g_threads;
   g_threads = s;
@@ -113,6 +138,9 @@ ThreadState *register_current_thread() {
 
 void unregister_thread(ThreadState *s) {
   registry_lock();
+  // Its rise since its last fold is a peak candidate together with the other threads' rises (its
+  // fold below sees its own only): a thread that ends takes its excursion with it.
+  raise_peak(peak_candidate_locked(), coarse_rel_ns());
   for (ThreadState **pp = &g_threads; *pp; pp = &(*pp)->next) {
     if (*pp == s) { *pp = s->next; break; }
   }
@@ -132,10 +160,32 @@ void unregister_thread(ThreadState *s) {
   heap::release(s);
 }
 
+void resolve_stack(ThreadState *s) {
+  if (s->stack_resolved) return;
+  s->stack_resolved = true;
+  Mapping m;
+  if (!find_mapping(s->stack_hint, &m) || !m.readable || !m.writable) return;
+  s->stack_hi = m.end;
+  s->stack_lo = m.start;
+  if (s->tid == uint32_t(getpid())) {
+    // The main thread's [stack] grows down on demand: its bound is the stack limit, not the pages
+    // mapped so far. (The walker only reads from the stack pointer up; the bound only has to be
+    // below any stack pointer the thread will have.)
+    rlimit rl;
+    uint64_t limit = getrlimit(RLIMIT_STACK, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY ? rl.rlim_cur : uint64_t(1) << 30;
+    if (limit > uint64_t(1) << 30) limit = uint64_t(1) << 30;
+    if (limit < m.end - m.start) limit = m.end - m.start;
+    s->stack_lo = m.end - limit;
+  }
+}
+
 size_t thread_stacks(ThreadStackRange *out, size_t cap) {
   size_t n = 0;
+  // A thread whose bounds were never needed: the address known inside its stack stands for them
+  // (the snapshot child matches ranges against the mappings).
   for (ThreadState *s = g_threads; s && n < cap; s = s->next)
-    if (s->stack_hi) out[n++] = {s->tid, s->stack_lo, s->stack_hi};
+    out[n++] = s->stack_hi ? ThreadStackRange{s->tid, s->stack_lo, s->stack_hi}
+                           : ThreadStackRange{s->tid, s->stack_hint, s->stack_hint + 1};
   return n;
 }
 
@@ -144,6 +194,8 @@ void for_each_thread(void (*fn)(ThreadState *, void *), void *arg) {
   for (ThreadState *s = g_threads; s; s = s->next) fn(s, arg);
   registry_unlock();
 }
+
+void registry_reset_alone() { pthread_mutex_init(&g_registry_mutex, nullptr); }
 
 void registry_after_fork_child() {
   // Only the forking thread survives. The others' TLS blocks are still mapped (fork copies the
@@ -187,8 +239,9 @@ TotalsView read_totals() {
   v.foreign_frees = g_totals.foreign_frees.load(std::memory_order_relaxed);
   v.sampled = g_totals.sampled.load(std::memory_order_relaxed);
   // A thread's heap may have risen and fallen by less than kFoldBytes since its last fold: its
-  // highest excursion (heap_delta_max) above the folded heap is a peak candidate too.
-  int64_t best_excursion = 0;
+  // highest excursion (heap_delta_max) above where it is now, summed over the threads, makes a
+  // peak candidate too (see peak_candidate_locked).
+  int64_t excursions = 0, cap = excursion_cap();
   for (ThreadState *s = g_threads; s; s = s->next) {
     Counters &c = s->tls->counters;
     v.alloc_calls += load_relaxed(c.alloc_calls);
@@ -199,12 +252,7 @@ TotalsView read_totals() {
     v.realloc_moves += load_relaxed(c.realloc_moves);
     v.foreign_frees += load_relaxed(c.foreign_frees);
     v.sampled += load_relaxed(c.sampled);
-    // The thread's rise since its fold above where it is now, if it held still while read (a
-    // fold or a call in between: left to the fold, which sees it; see fold_heap).
-    int64_t d = __atomic_load_n(&c.heap_delta, __ATOMIC_ACQUIRE);
-    int64_t max = __atomic_load_n(&s->tls->heap_delta_max, __ATOMIC_ACQUIRE);
-    if (__atomic_load_n(&c.heap_delta, __ATOMIC_ACQUIRE) == d && max - d > best_excursion)
-      best_excursion = max - d;  // (both biased alike)
+    excursions += excursion(*s->tls, cap);
   }
   registry_unlock();
   // The current heap and the live blocks are what the cumulative figures say (every update of
@@ -219,7 +267,7 @@ TotalsView read_totals() {
   // and fall between two folds) must stay the peak with the time it was first seen, not move to
   // the time of whichever later read or fold finds it again (issue: peak "at exit" for a block
   // freed long before).
-  raise_peak(v.heap + best_excursion, v.time_ns);
+  raise_peak(v.heap + excursions, v.time_ns);
   int64_t peak = g_totals.peak.load(std::memory_order_relaxed);
   v.peak_time = g_totals.peak_time.load(std::memory_order_relaxed);
   v.peak = uint64_t(peak > 0 ? peak : 0);

@@ -208,7 +208,13 @@ struct ThreadState {
   ThreadState *next;          // registry list
   StackCacheEntry stack_cache[kStackCacheSize];
   uint64_t next_id, id_limit;  // this thread's reserved range of sample ids
-  uint64_t stack_lo, stack_hi; // the thread's stack mapping (roots of heap snapshots, unwinding)
+  // The thread's stack: an address inside it, learnt at registration, and its bounds, learnt from
+  // the maps when first needed (resolve_stack): the usual way, pthread_getattr_np, takes the
+  // thread's own lock and mallocs under it (its CPU set), so calling it from the thread's first
+  // malloc deadlocked any program whose first malloc is pthread_getattr_np's (Rust's runtime).
+  uint64_t stack_hint;
+  uint64_t stack_lo, stack_hi;  // 0 until resolved (or if the maps did not say)
+  bool stack_resolved;
   fast_unwind::Cache *unwind_cache;  // the stack walker's (allocated at the first sample)
   EventBatch batch;
 };
@@ -220,6 +226,9 @@ void for_each_thread(void (*fn)(ThreadState *, void *), void *arg);
 void registry_lock();
 void registry_unlock();
 void registry_after_fork_child();
+// The tail guard's salvage, alone in a process that ended: the registry's lock is reset (a thread
+// that ended holding it never releases it).
+void registry_reset_alone();
 
 // Stack ranges of the registered threads (for the snapshot child, which reads its frozen copy
 // of the registry without locks). Fills up to cap entries; returns the count.
@@ -230,6 +239,9 @@ struct ThreadStackRange {
 size_t thread_stacks(ThreadStackRange *out, size_t cap);
 
 void fold_heap(ThreadLocal &t);
+
+// Learns s's stack bounds from /proc/self/maps, once (on its own thread; no lock, no allocation).
+void resolve_stack(ThreadState *s);
 
 // The counter updates of an allocation or free of `size`: true when the thread's heap delta is
 // due to fold into the global figure. The fast paths (interpose.cc) fold after returning, so that

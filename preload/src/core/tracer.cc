@@ -2,6 +2,8 @@
 #include "core/tracer.h"
 
 #include <dlfcn.h>
+#include <link.h>
+#include <cstdio>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
@@ -9,6 +11,7 @@
 
 #include "core/config.h"
 #include "sampling/module_map.h"
+#include "output/tail_guard.h"
 #include "core/private_heap.h"
 #include "intercept/real_alloc.h"
 #include "tables/sampled_blocks.h"
@@ -83,6 +86,29 @@ void strip_from_ld_preload() {
   }
 }
 
+// The tail guard (tail_guard.h), unless HEAPSNAP_TAIL_GUARD=0. Without it tracing goes on: a
+// marker in the capture says the tail of an abrupt end is not kept.
+void start_tail_guard() {
+  const char *env = getenv("HEAPSNAP_TAIL_GUARD");
+  if (env && strcmp(env, "0") == 0) return;
+  // Under valgrind (its preloaded core is among the loaded objects), whose clone() takes threads
+  // and forks only: a process sharing the program's memory ended the run ("Unsupported clone()
+  // flags"). Valgrind runs the program to its end anyway.
+  for (const link_map *l = _r_debug.r_map; l; l = l->l_next)
+    if (l->l_name && strstr(l->l_name, "/vgpreload_")) return;
+  if (!tail_guard::start()) {
+    static const char kNote[] = "heapsnap: no tail guard (clone failed): events of the last 100 ms are lost if the process ends without exit()";
+    outbox_append_marker(0, kNote, sizeof(kNote) - 1);
+  }
+}
+
+void say_refusal(const char *why) {
+  char msg[900];
+  int n = snprintf(msg, sizeof(msg), "heapsnap: not tracing this process (%s): %s\n", writer_capture_path(), why + 7);
+  if (n > int(sizeof(msg)) - 1) n = int(sizeof(msg)) - 1;
+  if (n > 0) (void)!write(2, msg, size_t(n));
+}
+
 void fork_prepare() {
   if (!tracing()) return;
   ++t_local.guard;
@@ -107,6 +133,7 @@ void fork_parent() {
 
 void fork_child() {
   if (!tracing()) return;
+  tail_guard::after_fork_child();
   int parent = g_pid;
   g_pid = getpid();
   writer_after_fork_child();
@@ -125,7 +152,11 @@ void fork_child() {
   if (!writer_open_capture(true, parent) || !writer_start_thread()) {
     set_state(kStopped);
     writer_note_failure("cannot start the capture of a forked child");
-  } else if (ThreadState *s = t_local.state) {
+    --t_local.guard;
+    return;
+  }
+  start_tail_guard();
+  if (ThreadState *s = t_local.state) {
     outbox_lock();
     wire::RecordMark m = wire::begin_record(outbox(), wire::kThread);
     outbox().u64(1, s->tid);
@@ -164,6 +195,17 @@ __attribute__((constructor)) void heapsnap_start() {
     return;
   }
   if (config.no_follow_exec) strip_from_ld_preload();
+  // Programs the shim cannot trace truthfully are refused by name, never traced with wrong figures.
+  char refusal[600] = "";
+  char who[400];
+  if (!real::shim_is_first(who, sizeof(who)))
+    snprintf(refusal, sizeof(refusal),
+             "error: malloc is defined by %s ahead of heapsnap, so the program's allocations never reach "
+             "heapsnap: put libheapsnap_preload.so first in LD_PRELOAD (heapsnap record does)", who);
+  else if (!usable::g_blocks_aligned)
+    snprintf(refusal, sizeof(refusal),
+             "error: the program's allocator hands out blocks less than 8 bytes apart, which heapsnap "
+             "cannot tell apart: not supported");
   sampled_blocks::init(config.sample_bytes <= sampled_blocks::kDenseSampleBytes,
                        block_unit_shift(usable::g_glibc_layout));
   g_pid = getpid();
@@ -176,7 +218,31 @@ __attribute__((constructor)) void heapsnap_start() {
     snapshot::init();
     if (!writer_open_capture(false, 0)) failure = "cannot create the output file";
   }
+  if (!failure && refusal[0]) {
+    // The capture says why it holds nothing (summary and record show it), and so does stderr.
+    writer_finish(refusal);
+    set_state(kStopped);
+    say_refusal(refusal);
+    --t_local.guard;
+    return;
+  }
   if (!failure) {
+    // Not refused (malloc and free still reach the shim), but said, in the capture and on stderr:
+    // allocations made through another allocator's own API are not traced.
+    char api[600];
+    if (real::direct_allocator_api(api, sizeof(api))) {
+      char note[800];
+      int n = snprintf(note, sizeof(note),
+                       "heapsnap: the program calls its allocator's own API, %s, which bypasses malloc and free: "
+                       "blocks allocated or freed through it are not traced (totals and leaks cover malloc, free and "
+                       "operator new/delete only)", api);
+      if (n > int(sizeof(note)) - 1) n = int(sizeof(note)) - 1;
+      if (n > 0) {
+        outbox_append_marker(0, note, size_t(n));
+        note[n] = '\n';
+        (void)!write(2, note, size_t(n) + 1);
+      }
+    }
     pthread_atfork(fork_prepare, fork_parent, fork_child);
     // The main thread registers now so that its ThreadEvent comes first.
     t_local.countdown = 0;
@@ -184,6 +250,7 @@ __attribute__((constructor)) void heapsnap_start() {
     // periodic flush still leaves a readable capture.
     writer_flush_now();
     if (!writer_start_thread()) failure = "cannot start the writer thread";
+    else start_tail_guard();
   }
   if (failure) {
     set_state(kStopped);

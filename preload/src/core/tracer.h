@@ -77,6 +77,12 @@ void writer_fork_prepare();
 void writer_fork_parent();
 void writer_after_fork_child();
 void writer_note_failure(const char *what);
+// Whether the capture has its end record (or was never opened).
+bool writer_finished();
+// The tail guard's salvage of a process that ended without the shim's exit path (tail_guard.h):
+// every thread's pending events, the outbox and an end record saying `reason`, written through
+// the guard's own descriptor of the capture.
+void writer_salvage(int capture_fd, const char *reason);
 const char *writer_capture_path();
 // Appends a file of complete zstd frames (a snapshot child's output) to the capture. Must be
 // called by whoever holds the writer (the writer thread's tick, or at exit after it stopped).

@@ -476,6 +476,15 @@ HS_EXPORT void _exit(int status) {
   __builtin_unreachable();
 }
 
+// quick_exit runs the at_quick_exit handlers and ends the process without destructors: the
+// capture is finished first, as for _exit (its exit snapshot included).
+HS_EXPORT void quick_exit(int status) {
+  finish_before_process_ends("quick_exit");
+  static auto real = next_fn<void (*)(int)>("quick_exit");
+  real(status);
+  __builtin_unreachable();
+}
+
 HS_EXPORT void _Exit(int status) {
   finish_before_process_ends("_exit");
   static auto real = next_fn<void (*)(int)>("_Exit");

@@ -37,4 +37,15 @@ extern Functions fn HS_HIDDEN;
 // Switches from the __libc_* bootstrap entry points to dlsym(RTLD_NEXT) results.
 void resolve_next();
 
+// Whether the program's calls to malloc reach the shim: false when another module defines malloc
+// ahead of it in the lookup order (an allocator preloaded before the shim, or one linked into the
+// executable), whose name then goes into who (n bytes). The shim would see none of the program's
+// allocations.
+bool shim_is_first(char *who, size_t n);
+
+// Whether a loaded object calls another allocator's own entry points (jemalloc's mallocx family,
+// tcmalloc's tc_*, mimalloc's mi_*), which bypass malloc and free: what goes through them is not
+// traced. *what (n bytes) names the first such call and its caller.
+bool direct_allocator_api(char *what, size_t n);
+
 }  // namespace hs::real

@@ -1,24 +1,44 @@
 #include "intercept/usable_size.h"
 
 #include <dlfcn.h>
+#include <limits.h>
+#include <link.h>
+#include <stdlib.h>
 
+#include <cstdint>
 #include <cstring>
+
+#include "tables/shadow_map.h"
 
 namespace hs::usable {
 
 bool g_glibc_layout = false;
+char g_allocator_path[256];
 
 namespace {
+
+// Whether the object whose link map is `map` is the executable (the first of the lookup order).
+bool is_executable(const link_map *map) { return map == _r_debug.r_map; }
 
 // Whether the next malloc is glibc's own. The check below reads the word before a block, which
 // only glibc's layout makes safe: another allocator (a sanitizer's, jemalloc preloaded after
 // heapsnap) may put a block at the start of a mapping, or flag the read as an overflow.
 bool next_is_glibc() {
   Dl_info info;
-  if (!dladdr(reinterpret_cast<void *>(real::fn.malloc), &info) || !info.dli_fname) return false;
+  link_map *map = nullptr;
+  if (!dladdr1(reinterpret_cast<void *>(real::fn.malloc), &info, reinterpret_cast<void **>(&map), RTLD_DL_LINKMAP) ||
+      !info.dli_fname)
+    return false;
   const char *base = strrchr(info.dli_fname, '/');
   base = base ? base + 1 : info.dli_fname;
-  return strncmp(base, "libc.so", 7) == 0;
+  if (strncmp(base, "libc.so", 7) == 0) return true;
+  // A shared library of its own (not the executable, whose data also holds the program's globals).
+  // As /proc/self/maps names it: the file, symbolic links resolved (the loader keeps the name it
+  // was given, libtcmalloc_minimal.so.4 for libtcmalloc_minimal.so.4.5.10).
+  char real_path[PATH_MAX];
+  if (!is_executable(map) && realpath(info.dli_fname, real_path) && strlen(real_path) < sizeof(g_allocator_path))
+    strcpy(g_allocator_path, real_path);
+  return false;
 }
 
 // Frees a probe block without moving glibc's dynamic mmap threshold. free() of an mmapped chunk
@@ -36,11 +56,37 @@ void free_probe(void *p) {
   real::fn.free(p);
 }
 
+// Whether the next allocator's blocks are at least 8-byte aligned, as the byte shadow's 8-byte
+// granule needs (no two blocks may start in one granule). Every allocator the shim was tried with
+// is (jemalloc, tcmalloc and mimalloc put their smallest blocks 8 bytes apart); one that packs
+// blocks closer cannot be traced and is refused by name (tracer.cc).
+bool blocks_8_aligned() {
+  void *held[32];
+  bool ok = true;
+  int n = 0;
+  for (size_t size : {1, 2, 3, 4, 5, 7, 8}) {
+    for (int k = 0; k < 4 && n < 32; ++k) {
+      void *p = real::fn.malloc(size);
+      if (!p) break;
+      held[n++] = p;
+      ok = ok && (reinterpret_cast<uintptr_t>(p) & 7) == 0;
+    }
+  }
+  while (n) real::fn.free(held[--n]);
+  return ok;
+}
+
 }  // namespace
+
+bool g_blocks_aligned = true;
 
 void init() {
   static const size_t sizes[] = {0, 1, 8, 24, 25, 40, 100, 1000, 4096, 70000, 300000, 5000000};
-  if (!next_is_glibc()) return;
+  if (!next_is_glibc()) {
+    shadow::set_granule(3);
+    g_blocks_aligned = blocks_8_aligned();
+    return;
+  }
   bool same = true;
   for (size_t n : sizes) {
     void *p = real::fn.malloc(n);
@@ -53,6 +99,7 @@ void init() {
     free_probe(q);
   }
   g_glibc_layout = same;
+  shadow::set_granule(same ? shadow::kGlibcGranuleShift : 3);
 }
 
 }  // namespace hs::usable

@@ -12,6 +12,13 @@
 namespace hs::usable {
 
 extern bool g_glibc_layout HS_HIDDEN;
+// False when the next allocator hands out blocks less than 8 bytes apart: the byte shadow cannot
+// tell them apart, and tracing is refused (init(), tracer.cc).
+extern bool g_blocks_aligned HS_HIDDEN;
+// The shared library the program's allocator lives in, when it is not glibc's (jemalloc, tcmalloc,
+// mimalloc): its data is the allocator's bookkeeping (free lists, transfer caches), whose stale
+// pointers to blocks it handed out again are no roots of the program. "" otherwise.
+extern char g_allocator_path[256] HS_HIDDEN;
 
 HS_INLINE size_t glibc_usable(const void *p) {
   size_t head = static_cast<const size_t *>(p)[-1];
@@ -46,6 +53,7 @@ HS_INLINE size_t shadow_base(void *p, size_t usable) {
   return usable + 1;
 }
 
+// Decides the layout (and with it the shadow's granule, shadow::set_granule) from probe blocks.
 void init();
 
 }  // namespace hs::usable

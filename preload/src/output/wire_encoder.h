@@ -7,6 +7,7 @@
 #pragma once
 #include <cstdint>
 #include <cstring>
+#include <utility>
 
 #include "core/common.h"
 #include "core/private_heap.h"
@@ -43,6 +44,11 @@ class Buf {
   size_t size() const { return size_; }
   bool failed() const { return failed_; }
   void clear() { size_ = 0; failed_ = false; }
+  // Drops what follows the first n bytes (a record cut off by a thread that ended inside it).
+  void truncate(size_t n) {
+    if (n < size_) size_ = n;
+    failed_ = false;
+  }
   // Hands the storage over (the caller releases it with heap::release).
   uint8_t *take(size_t *size, size_t *cap) {
     uint8_t *d = data_;

@@ -20,7 +20,7 @@ bool g_key_ok = false;
 constexpr int64_t kNeverSample = int64_t(1) << 62;
 
 // The tracer's own work that may allocate through the program's allocator (thread
-// registration: pthread_getattr_np, pthread_setspecific): whatever is allocated under it passes
+// registration: pthread_setspecific's second-level block): whatever is allocated under it passes
 // through uncounted, so it also runs with the program's signals blocked (see init_thread): a
 // handler's allocation would be indistinguishable from the tracer's. Guard and sampling change
 // in one store (see ThreadLocal). The scope may register the thread: the store that ends it keeps
@@ -78,7 +78,7 @@ void emit_thread_event(uint32_t tid, bool started) {
 
 bool init_thread(ThreadLocal &t) {
   if (t.phase == kThreadGone) return false;
-  // Registration allocates through the program's allocator (pthread_getattr_np, the key's
+  // Registration may allocate through the program's allocator (pthread_setspecific: the key's
   // second-level block): under the guard, with no handler of the program able to run meanwhile.
   SignalsBlocked no_signals;
   ThreadState *s = register_current_thread();
@@ -135,6 +135,7 @@ HS_INLINE uint32_t capture_stack(ThreadState *s, uintptr_t ra) {
   bool truncated = false;
   const uintptr_t *frames = nullptr;
   uint32_t *remembered = nullptr;
+  if (HS_UNLIKELY(!s->stack_resolved)) resolve_stack(s);
   int n = unwind::capture(ra, buf, config.max_stack_depth, &truncated, &frames, s->unwind_cache, s->stack_lo,
                           s->stack_hi, &remembered);
   if (remembered && *remembered) return *remembered;  // a walk the stack walker remembered whole

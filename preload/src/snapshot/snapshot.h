@@ -23,10 +23,15 @@ void request(const char *label);
 void writer_tick(uint64_t heap_bytes, uint64_t rss_bytes);
 // At exit: waits for a running child, then takes the exit snapshot if configured (blocking).
 void at_exit();
+// The tail guard's salvage (tail_guard.h): the exit snapshot, if configured, of the memory of a
+// process that ended without the shim's exit path, taken by a child of the guard.
+void at_salvage();
 // Waits for a running child (and appends its output). Used before the capture is closed.
 void drain();
 // The writer thread's own stack is tracer memory, never a root.
 void set_writer_stack(uint64_t lo, uint64_t hi);
+// Other tracer memory that is never a root nor holds blocks (the tail guard's stack).
+void exclude_range(uint64_t lo, uint64_t hi);
 // A forked program child: the parent's snapshot child and count are not its own.
 void after_fork_child();
 

@@ -1,11 +1,18 @@
-// One byte of shadow per 16-byte granule of address space: what the shim knows about the block
-// that starts there, without a hash table on the malloc/free fast path.
+// One byte of shadow per granule of address space (16 bytes under glibc's chunk layout, 8 under
+// any other allocator): what the shim knows about the block that starts there, without a hash
+// table on the malloc/free fast path.
 //
 // Why: exact totals (current heap in requested bytes, live blocks) need each block's requested
 // size at free time. A global hash table costs a cache miss and a lock per call; the shadow byte
-// sits next to its neighbours' (16x denser than the heap itself), so it follows the program's own
-// locality. Requested size = the block's base (usable_size.h: from glibc's chunk header, cheap;
+// sits next to its neighbours' (8-16x denser than the heap itself), so it follows the program's
+// own locality. Requested size = the block's base (usable_size.h: from glibc's chunk header, cheap;
 // usable size + 1 or more) - the code kept here.
+//
+// Granule: no two blocks may start in one. glibc's chunks are 16-byte aligned; jemalloc, tcmalloc
+// and mimalloc put 8-byte blocks 8 bytes apart (with 16-byte granules half their frees were
+// "foreign" and those blocks stayed live for ever). usable::init() picks the granule (set_granule)
+// before the first block is marked; the fast paths (interpose.cc) run only on glibc's layout and
+// use the 16-byte granule as a constant.
 //
 // Encoding of a shadow byte:
 //   0            no block the shim saw allocated starts here
@@ -15,11 +22,11 @@
 //   127          large slack: the next 8 shadow bytes hold the requested size (only for blocks of
 //                at least 9 granules, whose shadow bytes past the first are otherwise unused)
 //
-// Layout: two levels, top[addr >> 30] -> leaf of 2^26 bytes (one per 1 GiB of address space),
-// leaves mmapped with MAP_NORESERVE on first use, so only touched pages cost memory. A top entry
-// holds its leaf's address less (region index << 26), so that the shadow byte of p is that entry
-// + (p >> 4): no masking of p's offset within its region (one instruction of every malloc and
-// free). leaf(t) gives the leaf's own address back.
+// Layout: two levels, top[addr >> 30] -> leaf of 2^30 / granule bytes (one per 1 GiB of address
+// space), leaves mmapped with MAP_NORESERVE on first use, so only touched pages cost memory. A top
+// entry holds its leaf's address less (region index << (30 - granule shift)), so that the shadow
+// byte of p is that entry + (p >> granule shift): no masking of p's offset within its region (one
+// instruction of every malloc and free). leaf(t) gives the leaf's own address back.
 #pragma once
 #include <sys/mman.h>
 
@@ -32,18 +39,24 @@
 
 namespace hs::shadow {
 
-constexpr unsigned kGranuleShift = 4;
+constexpr unsigned kGlibcGranuleShift = 4;  // the fast paths' granule (glibc's layout only)
 constexpr unsigned kRegionShift = 30;
 constexpr unsigned kAddressBits = 47;
 constexpr size_t kTopEntries = size_t(1) << (kAddressBits - kRegionShift);
-constexpr size_t kLeafBytes = size_t(1) << (kRegionShift - kGranuleShift);
+
+// The granule, as a shift: 4 (16 bytes) on glibc's layout, 3 (8 bytes) otherwise. Set once,
+// before the first leaf is mapped.
+extern unsigned granule_shift HS_HIDDEN;
+void set_granule(unsigned shift);
+HS_INLINE size_t granule_bytes() { return size_t(1) << granule_shift; }
+HS_INLINE size_t leaf_bytes() { return size_t(1) << (kRegionShift - granule_shift); }
 constexpr uint8_t kSampledBit = 0x80;
 constexpr uint8_t kLargeSlack = 127;
 
 // Biased leaf addresses (see Layout above), 0 where no leaf is mapped yet.
 extern std::atomic<uintptr_t> top[kTopEntries] HS_HIDDEN;
 
-constexpr uintptr_t leaf_bias(size_t index) { return uintptr_t(index) << (kRegionShift - kGranuleShift); }
+HS_INLINE uintptr_t leaf_bias(size_t index) { return uintptr_t(index) << (kRegionShift - granule_shift); }
 
 // The leaf of region `index` (its shadow bytes, first byte for the region's first granule), or
 // nullptr if none is mapped.
@@ -85,22 +98,25 @@ E map_leaf(std::atomic<E> &slot, size_t bytes, uintptr_t bias = 0) {
 // other thread mapped it first) and returns p's shadow byte; nullptr if the mapping failed.
 uint8_t *create_leaf(const void *p);
 
-HS_INLINE uint8_t *find_in(const std::atomic<uintptr_t> *table, const void *p) {
+HS_INLINE uint8_t *find_in(const std::atomic<uintptr_t> *table, const void *p, unsigned shift) {
   uint64_t a = reinterpret_cast<uint64_t>(p);
   size_t t = a >> kRegionShift;
   if (HS_UNLIKELY(t >= kTopEntries)) return nullptr;
   uintptr_t e = table[t].load(std::memory_order_acquire);
   if (HS_UNLIKELY(!e)) return nullptr;
-  uintptr_t s = e + (a >> kGranuleShift);
+  uintptr_t s = e + (a >> shift);
   if (s == 0) __builtin_unreachable();  // a byte of a mapped leaf: callers' null tests fold away
   return reinterpret_cast<uint8_t *>(s);
 }
 
 // Shadow byte of p, or nullptr if p has none yet (read-only lookup).
-HS_INLINE uint8_t *find(const void *p) { return find_in(top, p); }
+HS_INLINE uint8_t *find(const void *p) { return find_in(top, p, granule_shift); }
 
-// The same for a fast path: nullptr also whenever the fast paths are off (fast_top).
-HS_INLINE uint8_t *find_fast(const void *p) { return find_in(fast_top.load(std::memory_order_relaxed), p); }
+// The same for a fast path: nullptr also whenever the fast paths are off (fast_top), which is
+// always when the granule is not glibc's.
+HS_INLINE uint8_t *find_fast(const void *p) {
+  return find_in(fast_top.load(std::memory_order_relaxed), p, kGlibcGranuleShift);
+}
 
 // A shadow byte is handed from thread to thread through the allocator: one clears a block's byte
 // before freeing it, another marks it once malloc returned that address to it. The allocator's
@@ -112,7 +128,7 @@ HS_INLINE void set(uint8_t *s, uint8_t v) { __atomic_store_n(s, v, __ATOMIC_RELA
 
 // Shadow byte of p, creating the leaf if needed; nullptr only if memory is exhausted.
 HS_INLINE uint8_t *find_or_create(const void *p) {
-  if (uint8_t *s = find_in(top, p)) return s;
+  if (uint8_t *s = find_in(top, p, granule_shift)) return s;
   return create_leaf(p);
 }
 
@@ -129,14 +145,14 @@ HS_INLINE bool mark(void *p, size_t requested, size_t base, bool sampled) {
   }
   // The usable size is at least base - 16 (an mmapped chunk's base is 16 above it, usable_size.h):
   // the size bytes, in the shadow of the next 8 granules, need a block of at least 9 granules.
-  if (base < 9 * 16 + 16) return false;  // cannot hold the size: leave untracked (never seen with glibc)
-  // The following 8 bytes may cross into the next leaf only if p is in the last 144 bytes of a
+  if (base < (size_t(9) << granule_shift) + 16) return false;  // cannot hold the size: left untracked
+  // The following 8 bytes may cross into the next leaf only if p is in the last 9 granules of a
   // 1 GiB region; find_or_create per byte keeps that case right.
   uint64_t r = requested;
   uint8_t *first = s;
   uint64_t a = reinterpret_cast<uint64_t>(p);
   for (int i = 0; i < 8; ++i) {
-    uint8_t *b = find_or_create(reinterpret_cast<void *>(a + uint64_t(i + 1) * 16));
+    uint8_t *b = find_or_create(reinterpret_cast<void *>(a + (uint64_t(i + 1) << granule_shift)));
     if (!b) return false;
     set(b, uint8_t(r >> (8 * i)));
   }
@@ -151,7 +167,7 @@ HS_INLINE size_t requested_size(const void *p, uint8_t v, size_t base) {
   uint64_t a = reinterpret_cast<uint64_t>(p);
   uint64_t r = 0;
   for (int i = 0; i < 8; ++i) {
-    uint8_t *b = find(reinterpret_cast<void *>(a + uint64_t(i + 1) * 16));
+    uint8_t *b = find(reinterpret_cast<void *>(a + (uint64_t(i + 1) << granule_shift)));
     r |= uint64_t(b ? get(b) : 0) << (8 * i);
   }
   return r;
@@ -164,7 +180,7 @@ HS_INLINE void clear(const void *p, uint8_t *s, uint8_t v) {
   if (HS_UNLIKELY((v & 0x7f) == kLargeSlack)) {
     uint64_t a = reinterpret_cast<uint64_t>(p);
     for (int i = 0; i < 8; ++i)
-      if (uint8_t *b = find(reinterpret_cast<void *>(a + uint64_t(i + 1) * 16))) set(b, 0);
+      if (uint8_t *b = find(reinterpret_cast<void *>(a + (uint64_t(i + 1) << granule_shift)))) set(b, 0);
   }
 }
 

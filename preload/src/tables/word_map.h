@@ -4,7 +4,7 @@
 // (sampled_blocks.h).
 //
 // A unit is 32 bytes when the next allocator is glibc's (its chunks are at least 32 bytes long, so
-// no two blocks start in one unit), else a 16-byte granule (block_unit_shift()).
+// no two blocks start in one unit), else the byte shadow's 8-byte granule (block_unit_shift()).
 //
 // Layout as the byte shadow's (shadow_map.h, entries not biased): top[addr >> 30] -> leaf of the words of one 1 GiB
 // region, mapped with MAP_NORESERVE on first use, so only touched pages cost memory. Words are
@@ -19,8 +19,8 @@
 
 namespace hs {
 
-// The unit, as a shift: 5 (32 bytes) on glibc's chunk layout, else the shadow's granule.
-HS_INLINE unsigned block_unit_shift(bool glibc_layout) { return glibc_layout ? 5 : shadow::kGranuleShift; }
+// The unit, as a shift: 5 (32 bytes) on glibc's chunk layout, else the byte shadow's granule.
+HS_INLINE unsigned block_unit_shift(bool glibc_layout) { return glibc_layout ? 5 : shadow::granule_shift; }
 
 class WordMap {
  public:
@@ -53,7 +53,7 @@ class WordMap {
   void clear();
 
  private:
-  unsigned shift_ = shadow::kGranuleShift;
+  unsigned shift_ = shadow::kGlibcGranuleShift;
   std::atomic<uint64_t *> top_[shadow::kTopEntries] = {};
 };
 

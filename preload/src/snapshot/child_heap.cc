@@ -1,0 +1,463 @@
+#include "snapshot/child_internal.h"
+
+#include <sys/syscall.h>
+#include <unistd.h>
+#define ZSTD_STATIC_LINKING_ONLY  // ZSTD_createCCtx_advanced: the child allocates from its arena
+#include <zstd.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+
+#include "core/private_heap.h"
+#include "tables/call_sites.h"
+#include "tables/info_shadow.h"
+#include "tables/pools.h"
+#include "tables/sampled_blocks.h"
+
+namespace hs::snapshot::child {
+
+// The mapping holding address a, or -1.
+long mapping_of(const Child &c, uint64_t a) {
+  const Mapping *m = std::upper_bound(c.maps, c.maps + c.nmaps, a, [](uint64_t v, const Mapping &x) { return v < x.start; });
+  if (m == c.maps) return -1;
+  --m;
+  return a < m->end ? long(m - c.maps) : -1;
+}
+
+bool child_write(int fd, const void *p, size_t n) {
+  const auto *c = static_cast<const uint8_t *>(p);
+  while (n) {
+    ssize_t w = write(fd, c, n);
+    if (w < 0 && errno == EINTR) continue;
+    if (w <= 0) return false;
+    c += w;
+    n -= size_t(w);
+  }
+  return true;
+}
+
+// Compresses the pending records into one frame once they are big enough (or when forced).
+void flush_frame(Child &c, bool force) {
+  if (c.out.size() == 0 || (!force && c.out.size() < (4u << 20))) return;
+  size_t bound = ZSTD_compressBound(c.out.size());
+  c.frame.clear();
+  if (!c.frame.reserve(bound)) {
+    c.error = "out of memory";
+    return;
+  }
+  size_t z = ZSTD_compress2(c.zstd, c.frame.data(), bound, c.out.data(), c.out.size());
+  if (ZSTD_isError(z) || !child_write(c.fd, c.frame.data(), z)) c.error = "cannot write";
+  c.out.clear();
+}
+
+void *zalloc(void *, size_t n) { return heap::alloc(n); }
+void zfree(void *, void *) {}
+
+constexpr size_t kMaxExcluded = 3 * shadow::kTopEntries + 8;
+Range *g_excluded = nullptr;
+size_t g_nexcluded = 0;
+
+void build_exclusions(const Child &c, uint64_t arena_lo, uint64_t arena_hi, const Range *extra, size_t nextra) {
+  g_excluded = static_cast<Range *>(heap::alloc((kMaxExcluded + nextra) * sizeof(Range)));
+  if (!g_excluded) return;
+  for (size_t t = 0; t < shadow::kTopEntries; ++t) {
+    if (uint8_t *l = shadow::leaf(t))
+      g_excluded[g_nexcluded++] = {uint64_t(l), uint64_t(l) + shadow::leaf_bytes()};
+    // (Their words never look like pointers, bit 63 set; left out so as not to read them at all.)
+    for (const WordMap *m : {&info::words, &sampled_blocks::detail::g_words})
+      if (uint64_t *l = m->leaf(t)) g_excluded[g_nexcluded++] = {uint64_t(l), uint64_t(l) + m->leaf_bytes()};
+  }
+  g_excluded[g_nexcluded++] = {arena_lo, arena_hi};
+  if (c.writer_hi) g_excluded[g_nexcluded++] = {c.writer_lo, c.writer_hi};
+  for (size_t i = 0; i < nextra; ++i) g_excluded[g_nexcluded++] = extra[i];
+}
+
+// The shim's own data, and mimalloc's pages (the tracer's heap: nothing in it is a program root).
+bool is_ours(const Mapping &m) {
+  if (strstr(m.path, "libheapsnap_preload") || strstr(m.path, "libmimalloc")) return true;
+  // mimalloc answers for addresses past a segment's first page.
+  if (m.path[0] || m.end - m.start <= 4096) return false;
+  return heap::owns(reinterpret_cast<void *>(m.start + 4096));
+}
+
+// Room for `want` blocks in the block arrays (grown by copying: the child's arena never frees).
+bool reserve_blocks(Child &c, uint64_t want) {
+  if (want <= c.cap) return true;
+  if (want > UINT32_MAX - 1) want = UINT32_MAX - 1;
+  if (want <= c.cap) {
+    c.error = "too many blocks";
+    return false;
+  }
+  auto *na = static_cast<uint64_t *>(heap::grow(c.addr, size_t(want) * 8));
+  auto *ns = static_cast<uint64_t *>(heap::grow(c.size, size_t(want) * 8));
+  auto *ni = static_cast<uint64_t *>(heap::grow(c.sampled, size_t(want + 63) / 64 * 8));
+  if (!na || !ns || !ni) {
+    c.error = "out of memory (blocks)";
+    return false;
+  }
+  c.addr = na;
+  c.size = ns;
+  c.sampled = ni;
+  c.cap = uint32_t(want);
+  return true;
+}
+
+// 0x80 in each non-zero byte of x, 0 elsewhere.
+HS_INLINE uint64_t nonzero_bytes(uint64_t x) {
+  constexpr uint64_t k7f = 0x7f7f7f7f7f7f7f7full;
+  return (((x & k7f) + k7f) | x) & ~k7f;
+}
+
+// Finds the blocks of one mapping from the byte shadow, in address order. The shadow gives
+// candidate starts (its non-zero bytes, eight at a time) without reading the heap, so that the
+// chunk headers that confirm them can be fetched ahead; following the chunk sizes from one block
+// to the next instead would wait for memory at every block.
+HS_NOINLINE void enumerate_range(Child &c, long mi, uint64_t lo, uint64_t hi) {
+  const Mapping &m = c.maps[mi];
+  // A block may end in a mapping that follows this one with no gap.
+  long last = mi;
+  uint64_t limit = m.end;
+  while (last + 1 < c.nmaps && c.maps[last + 1].start == limit && c.maps[last + 1].readable && c.maps[last + 1].writable) {
+    ++last;
+    limit = c.maps[last].end;
+  }
+  const unsigned gs = shadow::granule_shift;
+  const bool glibc = usable::g_glibc_layout;
+  const uint64_t granule = uint64_t(1) << gs;
+  uint64_t g = (lo + granule - 1) & ~(granule - 1);
+  constexpr uint32_t kCandidates = 1024, kAhead = 16;  // 4 KiB of stack
+  uint32_t cand[kCandidates];
+  while (g < hi && !c.error) {
+    uint64_t region = g & ~((uint64_t(1) << shadow::kRegionShift) - 1);
+    uint64_t region_end = region + (uint64_t(1) << shadow::kRegionShift);
+    uint64_t stop = hi < region_end ? hi : region_end;
+    const uint8_t *leaf = shadow::find(reinterpret_cast<void *>(region));
+    if (!leaf) {
+      g = stop;
+      continue;
+    }
+    // Granule numbers within the region (below 2^26): [first, end).
+    const uint64_t first = (g - region) >> gs;
+    const uint64_t end = first + ((stop - g) >> gs);
+    uint64_t bytes = 0;
+    uint64_t w = first & ~uint64_t(7);
+    while (w < end && !c.error) {
+      // Gather candidates: the non-zero shadow bytes of the next words.
+      uint32_t nc = 0;
+      for (; w < end && nc <= kCandidates - 8; w += 8) {
+        uint64_t x;
+        memcpy(&x, leaf + w, 8);
+        if (!x) continue;
+        uint64_t nz = nonzero_bytes(x);
+        if (w < first) nz &= ~uint64_t(0) << ((first - w) * 8);
+        if (w + 8 > end) nz &= ~uint64_t(0) >> ((w + 8 - end) * 8);
+        while (nz) {
+          cand[nc++] = uint32_t(w + (uint64_t(__builtin_ctzll(nz)) >> 3));
+          nz &= nz - 1;
+        }
+      }
+      // Confirm them against the heap, fetching ahead.
+      for (uint32_t k = 0; k < nc; ++k) {
+        if (k + kAhead < nc) __builtin_prefetch(reinterpret_cast<const void *>(region + (uint64_t(cand[k + kAhead]) << gs) - 8));
+        uint64_t i = cand[k];
+        uint64_t a = region + (i << gs);
+        if (a < c.inside_end) continue;  // inside the previous block (a large block's size bytes, or stale)
+        uint8_t v = leaf[i];
+        // Check the block against its glibc chunk header (another allocator's own answer); a racing
+        // thread may have left it torn. (Only glibc's blocks have a header word before them: other
+        // allocators put blocks at the start of a mapping.)
+        uint64_t usable = (!glibc || a >= m.start + 8) ? usable::of(reinterpret_cast<void *>(a)) : 0;
+        uint64_t req = 0;
+        bool ok = usable > 0 && usable < (uint64_t(1) << 46) && a + usable <= limit;
+        if (HS_LIKELY(ok)) {
+          req = shadow::requested_size(reinterpret_cast<void *>(a), v, usable::shadow_base(reinterpret_cast<void *>(a), usable));
+          ok = req <= usable;
+        }
+        if (HS_UNLIKELY(!ok)) {
+          ++c.skipped;
+          continue;
+        }
+        if (HS_UNLIKELY(c.n == c.cap) && !reserve_blocks(c, uint64_t(c.cap) * 2 + 65536)) return;
+        c.addr[c.n] = a;
+        c.size[c.n] = req;
+        uint64_t &word = c.sampled[c.n >> 6];
+        if (!(c.n & 63)) word = 0;
+        word |= uint64_t(v >> 7) << (c.n & 63);
+        ++c.n;
+        bytes += req;
+        // Nothing else starts inside this block (a glibc chunk: up to the next 16 bytes after its
+        // usable size plus its header word; other allocators' blocks end at their usable size).
+        c.inside_end = glibc ? a + (((usable + 8 + 15) >> 4) << 4) : a + ((usable + granule - 1) & ~(granule - 1));
+        // An mmapped chunk (IS_MMAPPED in its header) is all glibc's; any other block is in an
+        // arena, and so is everything around it.
+        uint8_t what = glibc && (reinterpret_cast<const uint64_t *>(a)[-1] & 2) ? kHoldsBlocksOnly : kHoldsHeap;
+        note_holds(c, mi, what);
+        for (long j = mi + 1; j <= last && c.maps[j].start < a + usable; ++j) note_holds(c, j, what);
+      }
+    }
+    c.bytes += bytes;
+    g = stop;
+  }
+}
+
+// Adds the pools' objects to the (address-ordered) block list. A malloc block that holds pool
+// objects is the pool's arena: it is dropped, its objects stand for it (otherwise it would seem
+// to point to everything its objects point to).
+void merge_pool_objects(Child &c) {
+  uint64_t total = 0;
+  for (uint32_t i = 0; pools::Pool *p = pools::pool_at(i); ++i) total += p->used;
+  if (total == 0) return;
+  c.pool_obj = static_cast<uint32_t *>(heap::alloc((size_t(c.n) + total + 1) * 4));
+  if (!c.pool_obj) {
+    c.error = "out of memory (pools)";
+    return;
+  }
+  c.objs = static_cast<Child::PoolObj *>(heap::alloc(size_t(total) * sizeof(Child::PoolObj)));
+  if (!c.objs) {
+    c.error = "out of memory (pools)";
+    return;
+  }
+  for (uint32_t i = 0; pools::Pool *p = pools::pool_at(i); ++i)
+    for (uint64_t k = 0; p->slots && k <= p->mask && c.nobjs < total; ++k) {
+      const pools::Object &o = p->slots[k];
+      if (!o.addr_d) continue;
+      c.objs[c.nobjs++] = {reveal(o.addr_d), o.size, o.id, p->id, o.stack, o.site, o.time_ms};
+    }
+  std::sort(c.objs, c.objs + c.nobjs, [](const Child::PoolObj &a, const Child::PoolObj &b) { return a.addr < b.addr; });
+  uint32_t n = c.n + c.nobjs;
+  auto *addr = static_cast<uint64_t *>(heap::alloc(size_t(n) * 8));
+  auto *size = static_cast<uint64_t *>(heap::alloc(size_t(n) * 8));
+  auto *sampled = static_cast<uint64_t *>(heap::alloc_zeroed(size_t(n + 63) / 64 * 8));
+  if (!addr || !size || !sampled) {
+    c.error = "out of memory (pools)";
+    return;
+  }
+  uint32_t i = 0, j = 0, out = 0;
+  while (i < c.n || j < c.nobjs) {
+    bool take_obj = i == c.n || (j < c.nobjs && c.objs[j].addr < c.addr[i]);
+    if (take_obj) {
+      addr[out] = c.objs[j].addr;
+      size[out] = c.objs[j].size;
+      c.pool_obj[out++] = j++;
+      continue;
+    }
+    // An arena: a malloc block with a pool object inside it.
+    uint64_t end = c.addr[i] + c.size[i];
+    auto *first = std::lower_bound(c.objs, c.objs + c.nobjs, c.addr[i],
+                                   [](const Child::PoolObj &o, uint64_t v) { return o.addr < v; });
+    if (first != c.objs + c.nobjs && first->addr < end) {
+      // Its free room is the pool's, not a root: its mappings are heap.
+      for (long m = mapping_of(c, c.addr[i]); m >= 0 && m < c.nmaps && c.maps[m].start < end; ++m) note_holds(c, m, kHoldsHeap);
+      c.bytes -= c.size[i];
+      ++i;
+      continue;
+    }
+    addr[out] = c.addr[i];
+    size[out] = c.size[i];
+    sampled[out >> 6] |= (c.sampled[i >> 6] >> (i & 63) & 1) << (out & 63);
+    c.pool_obj[out++] = UINT32_MAX;
+    ++i;
+  }
+  for (uint32_t k = 0; k < c.nobjs; ++k) c.bytes += c.objs[k].size;
+  c.addr = addr;
+  c.size = size;
+  c.sampled = sampled;
+  c.n = out;
+}
+
+// The module whose data mapping i holds: one of its own (file-backed) mappings, or an anonymous
+// mapping that follows them with no gap (its .bss), as far as the module's program headers reach
+// when they can be read: *data_end is where that ends in the mapping (the kernel merges what
+// ld.so maps next, the main thread's static TLS, into the same mapping). nullptr for any other
+// mapping. Shared by the root scan (names, the shim's own .bss) and the pool rule below.
+const char *module_of(const Child &c, long i, uint64_t *data_end) {
+  const Mapping &m = c.maps[i];
+  *data_end = m.end;
+  if (m.path[0] == '/') return m.path;
+  if (m.path[0]) return nullptr;
+  long j = i;  // back over the anonymous mappings before it with no gap, to the module's last one
+  while (j > 0 && c.maps[j - 1].end == c.maps[j].start && !c.maps[j - 1].path[0]) --j;
+  if (j == 0 || c.maps[j - 1].end != c.maps[j].start || c.maps[j - 1].path[0] != '/') return nullptr;
+  const char *path = c.maps[j - 1].path;
+  long first = j - 1;
+  while (first > 0 && c.maps[first - 1].end == c.maps[first].start && strcmp(c.maps[first - 1].path, path) == 0) --first;
+  uint64_t end = module_image_end(c.maps[first]);
+  if (end && end <= m.start) return nullptr;
+  if (end && end < m.end) *data_end = end;
+  return path;
+}
+
+// Mappings holding pool objects: a pool's arena (a GC heap the runtime mapped, whose free room
+// and bookkeeping are no roots) is heap; but an arena that is a static array lies in a module's
+// data, where the program's other globals must stay roots: there only the objects are left out
+// (the arena's free room is scanned with the globals; the pool API does not say where its arena
+// is). enumerate_range and merge_pool_objects marked the malloc blocks' mappings.
+void mark_heap_mappings(Child &c) {
+  if (!c.pool_obj) return;
+  for (long m = 0; m < c.nmaps; ++m) {
+    const uint64_t *p = std::lower_bound(c.addr, c.addr + c.n, c.maps[m].start);
+    for (; p != c.addr + c.n && *p < c.maps[m].end; ++p)
+      if (c.pool_obj[p - c.addr] != UINT32_MAX) {
+        uint64_t data_end;
+        note_holds(c, m, module_of(c, m, &data_end) ? kHoldsBlocksOnly : kHoldsHeap);
+        break;
+      }
+  }
+}
+
+// Builds the block index (see IndexRegion) from the address-ordered block list.
+void build_index(Child &c) {
+  c.regions = static_cast<IndexRegion *>(heap::alloc_zeroed(kIndexRegions * sizeof(IndexRegion)));
+  if (!c.regions) {
+    c.error = "out of memory (index)";
+    return;
+  }
+  // Blocks past the 47-bit address space (only a client pool could claim one) are never targets.
+  uint32_t n = uint32_t(std::lower_bound(c.addr, c.addr + c.n, uint64_t(1) << shadow::kAddressBits) - c.addr);
+  if (c.hi > (uint64_t(1) << shadow::kAddressBits)) c.hi = uint64_t(1) << shadow::kAddressBits;
+  IndexRegion *cur = nullptr;
+  uint64_t cur_r = 0;
+  Group *g = nullptr;  // the group of the latest block start
+  uint32_t gi = 0;     // its number in the region
+  for (uint32_t b = 0; b < n; ++b) {
+    uint64_t a = c.addr[b];
+    uint64_t r = a >> kIndexRegionShift;
+    uint32_t want = uint32_t(a >> kGroupShift) & (kGroupsPerRegion - 1);
+    if (!cur || r != cur_r) {
+      if (cur) {
+        cur->rank_after = b;
+        // Regions after it that the previous block covers (a large block): rank only.
+        uint64_t prev_end = c.addr[b - 1] + c.size[b - 1];
+        for (uint64_t q = cur_r + 1; q < r && q < kIndexRegions && (q << kIndexRegionShift) < prev_end; ++q)
+          c.regions[q].rank_before = c.regions[q].rank_after = b;
+      }
+      cur = &c.regions[r];
+      cur_r = r;
+      cur->groups = static_cast<Group *>(heap::alloc(size_t(kGroupsPerRegion - want) * sizeof(Group)));
+      if (!cur->groups) {
+        c.error = "out of memory (index)";
+        return;
+      }
+      cur->first = want;
+      cur->end = want + 1;
+      cur->rank_before = b;
+      g = cur->groups;
+      gi = want;
+      *g = {0, b, 0};
+    }
+    while (gi < want) {  // groups between two block starts: none starts there
+      ++gi;
+      *++g = {0, b, 0};
+    }
+    cur->end = gi + 1;
+    uint64_t bit = uint64_t(1) << ((a >> kIndexGranuleShift) & 63);
+    if ((a & 15) || (g->bits & bit)) g->irregular = 1;
+    g->bits |= bit;
+  }
+  if (cur) {
+    cur->rank_after = n;
+    uint64_t last_end = c.addr[n - 1] + c.size[n - 1];
+    for (uint64_t q = cur_r + 1; q < kIndexRegions && (q << kIndexRegionShift) < last_end; ++q)
+      c.regions[q].rank_before = c.regions[q].rank_after = n;
+  }
+}
+
+// The last block starting at or before v, by binary search (irregular groups only).
+HS_NOINLINE uint32_t search_block(const Child &c, uint64_t v) {
+  uint32_t l = 0, r = c.n;
+  while (l < r) {
+    uint32_t mid = (l + r) / 2;
+    if (c.addr[mid] <= v) l = mid + 1;
+    else r = mid;
+  }
+  return l;  // number of blocks starting at or before v
+}
+
+// Block records, kBlocksPerRecord blocks each: every column in one pass over the blocks.
+void write_blocks(Child &c) {
+  wire::Buf col[6];  // addresses, sizes, sites, stacks, sample ids, times
+  wire::Buf pools;
+  for (uint32_t first = 0; first < c.n && !c.error; first += kBlocksPerRecord) {
+    uint32_t last = first + kBlocksPerRecord < c.n ? first + kBlocksPerRecord : c.n;
+    for (wire::Buf &b : col) {
+      b.clear();
+      if (!b.reserve(size_t(last - first) * 10)) c.error = "out of memory (blocks)";
+    }
+    if (c.error) return;
+    pools.clear();
+    uint8_t *p[6];
+    for (int k = 0; k < 6; ++k) p[k] = col[k].data();
+    uint64_t prev = 0, prev_site = 0;
+    uint32_t site_index = 0;
+    uint64_t site_address = 0;  // of site_index (most blocks in a row share their call site)
+    for (uint32_t i = first; i < last; ++i) {
+      uint64_t a = c.addr[i];
+      if (i + 16 < last) __builtin_prefetch(info::slot(reinterpret_cast<void *>(c.addr[i + 16]), false));
+      p[0] = wire::put_varint(p[0], wire::zigzag(int64_t(a - prev)));
+      prev = a;
+      p[1] = wire::put_varint(p[1], c.size[i]);
+      uint64_t site, stack = 0, id = 0, time_ms;
+      if (HS_UNLIKELY(c.pool_obj != nullptr) && c.pool_obj[i] != UINT32_MAX) {
+        const Child::PoolObj &o = c.objs[c.pool_obj[i]];
+        site = call_sites::address(o.site);
+        stack = o.stack;
+        id = o.id;
+        time_ms = o.time_ms;
+      } else {
+        // Call site and time from the live-block table, sample identity from the sampled set.
+        const uint64_t *slot = info::slot(reinterpret_cast<void *>(a), false);
+        uint64_t e = slot ? *slot : 0;
+        if (info::site_of(e) != site_index) {
+          site_index = info::site_of(e);
+          site_address = call_sites::address(site_index);
+        }
+        site = site_address;
+        time_ms = info::time_ms_of(e);
+        if (HS_UNLIKELY(c.sampled[i >> 6] >> (i & 63) & 1)) {
+          sampled_blocks::Name name{0, 0};
+          sampled_blocks::peek(reinterpret_cast<void *>(a), &name);
+          stack = name.stack;
+          id = name.id;
+        }
+      }
+      p[2] = wire::put_varint(p[2], wire::zigzag(int64_t(site - prev_site)));
+      prev_site = site;
+      p[3] = wire::put_varint(p[3], stack);
+      p[4] = wire::put_varint(p[4], id);
+      p[5] = wire::put_varint(p[5], time_ms);
+      if (HS_UNLIKELY(c.nobjs)) pools.varint(c.pool_obj[i] != UINT32_MAX ? c.objs[c.pool_obj[i]].pool : 0);
+    }
+    wire::RecordMark m = wire::begin_record(c.out, wire::kSnapshotBlocks);
+    c.out.u64(1, c.index);
+    for (int k = 0; k < 6; ++k) {
+      size_t len = size_t(p[k] - col[k].data());
+      c.out.len(uint32_t(2 + k), col[k].data(), len);
+    }
+    if (c.nobjs) c.out.len(8, pools.data(), pools.size());
+    c.out.u64(9, first);
+    wire::end_record(c.out, m);
+    flush_frame(c, false);
+  }
+}
+
+// --snapshot-contents: the blocks' bytes, in records of about 4 MiB.
+void write_contents(Child &c) {
+  uint32_t first = 0;
+  while (first < c.n && !c.error) {
+    uint32_t last = first;
+    uint64_t bytes = 0;
+    while (last < c.n && (last == first || bytes + c.size[last] <= (4u << 20))) bytes += c.size[last++];
+    wire::RecordMark m = wire::begin_record(c.out, wire::kSnapshotContents);
+    c.out.u64(1, c.index);
+    c.out.u64(2, first);
+    c.out.tag(3, wire::kLen);
+    c.out.varint(bytes);
+    for (uint32_t i = first; i < last; ++i) c.out.bytes(reinterpret_cast<const void *>(c.addr[i]), c.size[i]);
+    wire::end_record(c.out, m);
+    flush_frame(c, false);
+    first = last;
+  }
+}
+}  // namespace hs::snapshot::child

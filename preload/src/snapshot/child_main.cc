@@ -1,0 +1,158 @@
+#include "snapshot/child.h"
+
+#include <signal.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+#define ZSTD_STATIC_LINKING_ONLY  // ZSTD_createCCtx_advanced: the child allocates from its arena
+#include <zstd.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <new>
+
+#include "core/config.h"
+#include "core/private_heap.h"
+#include "snapshot/child_internal.h"
+
+namespace hs::snapshot::child {
+namespace {
+
+// HEAPSNAP_DEBUG=1: the child's phases on stderr, wall and CPU milliseconds (a profile that a
+// loaded machine does not blur as much as wall time alone).
+struct Phases {
+  const char *name[16];
+  uint64_t wall[16], cpu[16];
+  int n = 0;
+  static uint64_t cpu_ns() {
+    timespec ts;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+    return uint64_t(ts.tv_sec) * 1000000000ull + uint64_t(ts.tv_nsec);
+  }
+  void mark(const char *what) {
+    if (!config.debug || n == 16) return;
+    name[n] = what;
+    wall[n] = mono_ns();
+    cpu[n++] = cpu_ns();
+  }
+  void print(uint64_t t0) const {
+    char msg[1024];
+    size_t len = size_t(snprintf(msg, sizeof(msg), "heapsnap: snapshot child, ms wall/cpu:"));
+    for (int i = 0; i < n && len < sizeof(msg); ++i) {
+      uint64_t w = wall[i] - (i ? wall[i - 1] : t0), c = i ? cpu[i] - cpu[i - 1] : 0;
+      len += size_t(snprintf(msg + len, sizeof(msg) - len, " %s %lu.%lu/%lu.%lu", name[i], (unsigned long)(w / 1000000),
+                             (unsigned long)(w / 100000 % 10), (unsigned long)(c / 1000000), (unsigned long)(c / 100000 % 10)));
+    }
+    if (len < sizeof(msg)) len += size_t(snprintf(msg + len, sizeof(msg) - len, "\n"));
+    if (len > sizeof(msg)) len = sizeof(msg);
+    (void)!write(2, msg, len);
+  }
+};
+
+[[noreturn]] void child_exit(int code) {
+  syscall(SYS_exit_group, code);
+  __builtin_unreachable();
+}
+
+void on_child_fault(int sig) {
+  static const char msg[] = "heapsnap: snapshot child crashed\n";
+  (void)!write(2, msg, sizeof(msg) - 1);
+  child_exit(100 + sig);
+}
+
+}  // namespace
+
+[[noreturn]] HS_NOINLINE void run(const RunArgs &a) {
+  uint64_t live_blocks = a.live_blocks;
+  // The program's signal handlers are not ours to run here.
+  sigset_t all;
+  sigfillset(&all);
+  sigdelset(&all, SIGSEGV);
+  sigdelset(&all, SIGBUS);
+  sigprocmask(SIG_SETMASK, &all, nullptr);
+  struct sigaction sa;
+  memset(&sa, 0, sizeof(sa));
+  sa.sa_handler = on_child_fault;
+  sigaction(SIGSEGV, &sa, nullptr);
+  sigaction(SIGBUS, &sa, nullptr);
+  uint64_t arena_lo = 0, arena_hi = 0;
+  if (!heap::switch_to_child_arena(kChildArenaBytes, &arena_lo, &arena_hi)) child_exit(2);
+
+  Child *cp = static_cast<Child *>(heap::alloc_zeroed(sizeof(Child)));
+  if (!cp) child_exit(2);
+  Child &c = *new (cp) Child();
+  c.index = a.index;
+  c.fd = a.fd;
+  c.t0 = mono_ns();
+  c.self_sp = a.sp;
+  c.main_tid = a.program_pid;
+  c.writer_lo = a.writer_lo;
+  c.writer_hi = a.writer_hi;
+  ZSTD_customMem mem = {zalloc, zfree, nullptr};
+  c.zstd = ZSTD_createCCtx_advanced(mem);
+  if (!c.zstd) child_exit(2);
+  ZSTD_CCtx_setParameter(c.zstd, ZSTD_c_compressionLevel, kZstdLevel);
+  ZSTD_CCtx_setParameter(c.zstd, ZSTD_c_contentSizeFlag, 1);
+  ZSTD_CCtx_setParameter(c.zstd, ZSTD_c_checksumFlag, 1);
+
+  const size_t kMaxMaps = 1 << 16;
+  c.maps = static_cast<Mapping *>(heap::alloc(kMaxMaps * sizeof(Mapping)));
+  char *scratch = static_cast<char *>(heap::alloc(32u << 20));
+  c.nmaps = c.maps && scratch ? read_proc_maps(c.maps, kMaxMaps, scratch, 32u << 20) : -1;
+  if (c.nmaps < 0) child_exit(3);
+  c.holds = static_cast<uint8_t *>(heap::alloc_zeroed(size_t(c.nmaps) + 1));
+
+  Phases ph;
+  ph.mark("maps");
+  build_exclusions(c, arena_lo, arena_hi, a.extra, a.nextra);
+  // Room for the blocks the totals count, and some (the arena is virtual: unused room is free).
+  if (live_blocks > (uint64_t(1) << 28)) live_blocks = uint64_t(1) << 28;
+  if (!reserve_blocks(c, live_blocks + live_blocks / 8 + 65536)) child_exit(2);
+  for (long i = 0; i < c.nmaps && !c.error; ++i)
+    if (c.maps[i].readable && c.maps[i].writable && !is_ours(c.maps[i]))
+      for_each_included(c.maps[i].start, c.maps[i].end,
+                        [&](uint64_t lo, uint64_t hi) { enumerate_range(c, i, lo, hi); });
+  ph.mark("enumerate");
+  merge_pool_objects(c);
+  mark_heap_mappings(c);
+  if (c.n) {
+    c.lo = c.addr[0];
+    c.hi = c.addr[c.n - 1] + (c.size[c.n - 1] ? c.size[c.n - 1] : 1);
+  }
+  ph.mark("pools");
+  write_blocks(c);
+  ph.mark("blocks");
+  if (config.snapshot_contents) write_contents(c);
+  ph.mark("contents");
+  build_index(c);
+  ph.mark("index");
+  scan_blocks(c);
+  ph.mark("edges");
+  scan_roots(c, *a.regs);
+  scan_registers(c, *a.regs);
+  ph.mark("roots");
+  uint64_t scan_ns = mono_ns() - c.t0;
+
+  wire::RecordMark m = wire::begin_record(c.out, wire::kSnapshotEnd);
+  c.out.u64(1, c.index);
+  c.out.u64(2, c.n);
+  c.out.u64(3, c.bytes);
+  c.out.u64(4, c.edges);
+  c.out.u64(5, c.root_edges);
+  c.out.u64(6, scan_ns);
+  c.out.u64(7, mono_ns() - c.t0);
+  c.out.boolean(8, c.error == nullptr);
+  c.out.str(9, c.error);
+  c.out.u64(10, c.roots);
+  c.out.u64(11, c.root_bytes);
+  c.out.u64(12, c.skipped);
+  c.out.u64(13, c.interior);
+  wire::end_record(c.out, m);
+  flush_frame(c, true);
+  ph.mark("end");
+  if (config.debug) ph.print(c.t0);
+  child_exit(c.error ? 4 : 0);
+}
+
+}  // namespace hs::snapshot::child

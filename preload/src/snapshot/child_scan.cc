@@ -1,0 +1,331 @@
+#include "snapshot/child_internal.h"
+
+#include <elf.h>
+#include <sys/mman.h>
+
+#include <sys/syscall.h>
+#include <unistd.h>
+#define ZSTD_STATIC_LINKING_ONLY  // ZSTD_createCCtx_advanced: the child allocates from its arena
+#include <zstd.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+
+#include "core/thread_state.h"
+
+namespace hs::snapshot::child {
+
+struct EdgeRecord {
+  wire::Buf from, count, to, interior, offset;
+  uint32_t base = 0, prev_source = 0, edges = 0, prev_interior = 0;
+  bool open = false;
+};
+
+void edge_record_flush(Child &c, EdgeRecord &e) {
+  if (!e.open) return;
+  wire::RecordMark m = wire::begin_record(c.out, wire::kSnapshotEdges);
+  c.out.u64(1, c.index);
+  c.out.len(2, e.from.data(), e.from.size());
+  c.out.len(3, e.count.data(), e.count.size());
+  c.out.len(4, e.to.data(), e.to.size());
+  if (e.interior.size()) c.out.len(5, e.interior.data(), e.interior.size());
+  c.out.len(6, e.offset.data(), e.offset.size());
+  c.out.u64(7, e.base);
+  wire::end_record(c.out, m);
+  e.from.clear();
+  e.count.clear();
+  e.to.clear();
+  e.interior.clear();
+  e.offset.clear();
+  e.open = false;
+  e.edges = 0;
+  flush_frame(c, false);
+}
+
+// Appends block i's edges to the open edge record.
+// A block's edges go straight into the record's columns as the scan finds them; its source and
+// count follow once the block is done (they are columns of their own). A record is only cut
+// between blocks: the reader wants each block's edges in one group, sources increasing.
+HS_INLINE void edge_add(Child &c, EdgeRecord &e, uint32_t i, uint32_t target, uint64_t offset, bool interior) {
+  if (!e.open) {
+    e.open = true;
+    e.base = i;
+    e.prev_source = i;
+    e.prev_interior = 0;
+  }
+  e.to.varint(wire::zigzag(int64_t(target) - int64_t(i)));
+  e.offset.varint(offset);
+  if (interior) {
+    e.interior.varint(e.edges - e.prev_interior);
+    e.prev_interior = e.edges;
+    ++c.interior;
+  }
+  ++e.edges;
+}
+
+HS_INLINE void edge_end_block(Child &c, EdgeRecord &e, uint32_t i, uint32_t k) {
+  e.from.varint(i - e.prev_source);
+  e.prev_source = i;
+  e.count.varint(k);
+  c.edges += k;
+  if (e.edges >= kEdgesPerRecord) edge_record_flush(c, e);
+}
+
+HS_POPCNT_CLONES void scan_blocks(Child &c) {
+  EdgeRecord e;
+  // Every pointer run of a block is an edge (a 60,000-entry pointer array has 60,000): a cap of
+  // 4096 made the rest of a big array's targets look lost. This one only keeps one block's group
+  // well inside a record the reader takes (16 Mi edges, about 100 MB of columns).
+  constexpr uint32_t kMaxEdgesPerBlock = 1u << 24;
+  const uint64_t lo = c.lo, span = c.hi - c.lo;
+  // Under glibc, a block's own chunk address (16 bytes before it) is never the program's pointer:
+  // a word holding it is what glibc left in the memory when it was a free chunk (a large bin's
+  // fd_nextsize / bk_nextsize of a chunk alone in its size class point at the chunk itself), and it
+  // falls in the block before, whose last 8 bytes overlap the chunk's header: a leaked block would
+  // hold its leaked neighbour "indirectly" (memcheck, on fresh memory, sees neither).
+  const uint64_t own_chunk = usable::g_glibc_layout ? 16 : 0;
+  for (uint32_t i = 0; i < c.n && !c.error; ++i) {
+    uint64_t a = c.addr[i];
+    uint64_t words = c.size[i] / 8;
+    uint32_t k = 0, last = UINT32_MAX;
+    const uint64_t *w = reinterpret_cast<const uint64_t *>(a);
+    for (uint64_t j = 0; j < words; ++j) {
+      uint64_t v = w[j];
+      if (v - lo >= span) continue;
+      bool interior = false;
+      uint32_t t = lookup(c, v, &interior);
+      if (t == UINT32_MAX || t == last) continue;  // the same block twice in a row: one edge
+      if (HS_UNLIKELY(v == a - own_chunk) && own_chunk) continue;
+      last = t;
+      edge_add(c, e, i, t, j * 8 > 0xffffffffu ? 0xffffffffu : j * 8, interior);
+      if (++k == kMaxEdgesPerBlock) break;
+    }
+    if (k) edge_end_block(c, e, i, k);
+  }
+  edge_record_flush(c, e);
+  if (e.from.failed() || e.to.failed()) c.error = "out of memory (edges)";
+}
+
+// Whether v, an interior pointer into block t, is where the chunk after t begins (its header):
+// glibc's arena (main_arena, in libc's .data) points there from its bins, fastbins, top and last
+// remainder, and the first word of that header (prev_size) overlaps the last 8 bytes of t's
+// usable size. Such a word is the allocator's, not the program's: no root.
+HS_INLINE bool is_next_chunk_header(const Child &c, uint32_t t, uint64_t v) {
+  uint64_t a = c.addr[t];
+  uint64_t head = reinterpret_cast<const uint64_t *>(a)[-1];
+  return !(head & 2) && v == a - 16 + (head & ~uint64_t(7));  // 2 = IS_MMAPPED (no next chunk)
+}
+
+// Whether the root word at p is the dtv field of a thread's control block (x86-64 glibc's
+// tcbhead_t: tcb, dtv, self, with tcb and self its own address). It points 16 bytes into the
+// thread's DTV, a block ld.so callocs for every thread: a reference to the whole block, not a
+// "possibly lost" interior one (threads that have ended keep theirs in glibc's stack cache).
+HS_INLINE bool is_thread_dtv_field(uint64_t p, uint64_t start, uint64_t end) {
+  if (p < start + 8 || p + 16 > end) return false;
+  const uint64_t *w = reinterpret_cast<const uint64_t *>(p);
+  return w[-1] == p - 8 && w[1] == p - 8;
+}
+
+HS_POPCNT_CLONES void scan_root(Child &c, int kind, uint64_t detail, uint64_t start, uint64_t end, const char *name,
+                                bool always = false, bool glibc_arena_words = false) {
+  start = (start + 7) & ~uint64_t(7);
+  if (end <= start) return;
+  wire::Buf targets, offs, inter;
+  uint64_t prev_t = 0, prev_off = 0, count = 0, prev_inter = 0;
+  // Pages never touched (most of an 8 MiB thread stack) hold only zeros: mincore() tells which
+  // are resident, so the scan reads only those (and does not fault the rest in).
+  constexpr uint64_t kPage = 4096, kChunk = 256;
+  unsigned char resident[kChunk];
+  uint64_t chunk_lo = 0, chunk_hi = 0;
+  bool have_mincore = true;
+  for (uint64_t p = start; p + 8 <= end; p += 8) {
+    if (have_mincore && (p < chunk_lo || p >= chunk_hi)) {
+      chunk_lo = p & ~(kPage - 1);
+      chunk_hi = chunk_lo + kChunk * kPage;
+      if (chunk_hi > ((end + kPage - 1) & ~(kPage - 1))) chunk_hi = (end + kPage - 1) & ~(kPage - 1);
+      if (mincore(reinterpret_cast<void *>(chunk_lo), chunk_hi - chunk_lo, resident) != 0) have_mincore = false;
+    }
+    if (have_mincore && !(resident[(p - chunk_lo) / kPage] & 1)) {
+      p = ((p / kPage) + 1) * kPage - 8;  // next page
+      continue;
+    }
+    uint64_t v = *reinterpret_cast<const uint64_t *>(p);
+    if (v < c.lo || v >= c.hi) continue;
+    bool interior = false;
+    uint32_t t = lookup(c, v, &interior);
+    if (t == UINT32_MAX) continue;
+    if (HS_UNLIKELY(glibc_arena_words) && interior && is_next_chunk_header(c, t, v)) continue;
+    if (interior && v == c.addr[t] + 16 && is_thread_dtv_field(p, start, end)) interior = false;
+    targets.varint(wire::zigzag(int64_t(t) - int64_t(prev_t)));
+    prev_t = t;
+    offs.varint(p - start - prev_off);
+    prev_off = p - start;
+    if (interior) {
+      inter.varint(count - prev_inter);
+      prev_inter = count;
+    }
+    ++count;
+  }
+  ++c.roots;
+  c.root_bytes += end - start;
+  c.root_edges += count;
+  if (!count && !always) return;
+  wire::RecordMark m = wire::begin_record(c.out, wire::kSnapshotRoots);
+  c.out.u64(1, c.index);
+  c.out.u64(2, uint64_t(kind));
+  c.out.u64(3, detail);
+  c.out.u64(4, start);
+  c.out.u64(5, end - start);
+  c.out.len(6, targets.data(), targets.size());
+  c.out.len(7, offs.data(), offs.size());
+  if (inter.size()) c.out.len(8, inter.data(), inter.size());
+  c.out.str(9, name);
+  wire::end_record(c.out, m);
+  flush_frame(c, false);
+}
+
+// A register root that holds nothing to scan: a thread whose registers were not captured, and why.
+void write_missing_registers(Child &c, uint32_t tid, const char *name) {
+  wire::RecordMark m = wire::begin_record(c.out, wire::kSnapshotRoots);
+  c.out.u64(1, c.index);
+  c.out.u64(2, uint64_t(2));
+  c.out.u64(3, tid);
+  c.out.str(9, name);
+  wire::end_record(c.out, m);
+}
+
+// The registers of the program's other threads (thread_regs.h): a root of their own kind per
+// thread ("registers of thread T"), from the copy the parent made before the clone.
+void scan_registers(Child &c, const regs::Result &r) {
+  for (uint32_t i = 0; i < r.n && !c.error; ++i) {
+    const regs::ThreadRegs &t = r.threads[i];
+    char name[160];
+    if (t.how == regs::kSignal) {
+      snprintf(name, sizeof(name), "of thread %u%s", t.tid,
+               t.interrupted == 2   ? " (its signal interrupted a system call, which it then continued)"
+               : t.interrupted == 1 ? " (its signal may have interrupted a system call: EINTR)"
+                                    : "");
+      uint64_t lo = reinterpret_cast<uint64_t>(t.words);
+      scan_root(c, 2, t.tid, lo, lo + t.nwords * 8, name, true);
+    } else if (t.how == regs::kSyscall) {
+      const char *sys = regs::syscall_name(t.syscall_nr);
+      char nr[24];
+      if (!sys) snprintf(nr, sizeof(nr), "%d", int(t.syscall_nr));
+      snprintf(name, sizeof(name), "of thread %u (blocked in %s%s: stack pointer and pc only)", t.tid,
+               t.syscall_nr < 0 ? "the kernel, not in a system call" : sys ? sys : "system call ",
+               t.syscall_nr < 0 || sys ? "" : nr);
+      uint64_t lo = reinterpret_cast<uint64_t>(t.words);
+      scan_root(c, 2, t.tid, lo, lo + t.nwords * 8, name, true);
+    } else {
+      snprintf(name, sizeof(name), "of thread %u not captured: %s", t.tid, t.why ? t.why : "unknown");
+      write_missing_registers(c, t.tid, name);
+    }
+  }
+  flush_frame(c, false);
+}
+
+// The stack pointer of thread `tid` when the handshake learnt it, else 0.
+uint64_t known_sp(const regs::Result &r, uint32_t tid) {
+  for (uint32_t i = 0; i < r.n; ++i)
+    if (r.threads[i].tid == tid) return r.threads[i].sp;
+  return 0;
+}
+
+// The thread whose known stack pointer lies in [lo, hi), else 0.
+uint32_t thread_with_sp_in(const regs::Result &r, uint64_t lo, uint64_t hi, uint64_t *sp) {
+  for (uint32_t i = 0; i < r.n; ++i)
+    if (r.threads[i].sp >= lo && r.threads[i].sp < hi) {
+      *sp = r.threads[i].sp;
+      return r.threads[i].tid;
+    }
+  return 0;
+}
+
+// Below a thread's stack pointer: the 128-byte red zone (live), then dead words and, for a thread
+// parked by the register signal, its signal frame (the registers, a root of their own kind).
+constexpr uint64_t kRedZone = 128;
+
+// The end of the memory a module's program headers ask for (its .bss ends there), read from the
+// ELF header at the start of its first mapping (m: that mapping, offset 0); 0 if unreadable.
+uint64_t module_image_end(const Mapping &m) {
+  if (m.offset != 0 || !m.readable || m.end - m.start < sizeof(Elf64_Ehdr)) return 0;
+  const auto *eh = reinterpret_cast<const Elf64_Ehdr *>(m.start);
+  if (memcmp(eh->e_ident, ELFMAG, SELFMAG) != 0 || eh->e_ident[EI_CLASS] != ELFCLASS64 ||
+      eh->e_phentsize != sizeof(Elf64_Phdr) || eh->e_phoff + uint64_t(eh->e_phnum) * sizeof(Elf64_Phdr) > m.end - m.start)
+    return 0;
+  const auto *ph = reinterpret_cast<const Elf64_Phdr *>(m.start + eh->e_phoff);
+  uint64_t lo = UINT64_MAX, hi = 0;
+  for (unsigned i = 0; i < eh->e_phnum; ++i) {
+    if (ph[i].p_type != PT_LOAD) continue;
+    if (ph[i].p_vaddr < lo) lo = ph[i].p_vaddr;
+    if (ph[i].p_vaddr + ph[i].p_memsz > hi) hi = ph[i].p_vaddr + ph[i].p_memsz;
+  }
+  if (lo == UINT64_MAX) return 0;
+  // The first mapping holds the lowest segment's page: the load bias follows.
+  return m.start - (lo & ~uint64_t(4095)) + hi;
+}
+
+void scan_roots(Child &c, const regs::Result &rr) {
+  ThreadStackRange stacks[1024];
+  size_t nstacks = thread_stacks(stacks, 1024);
+  for (long i = 0; i < c.nmaps && !c.error; ++i) {
+    const Mapping &m = c.maps[i];
+    if (!m.readable || !m.writable || c.holds[i] == kHoldsHeap || is_ours(m)) continue;
+    bool module_path = m.path[0] == '/';
+    uint64_t module_end;
+    const char *module = module_of(c, i, &module_end);
+    uint64_t from = m.start;
+    // The shim's data, and another allocator's (its bookkeeping: free lists and caches whose stale
+    // pointers reach blocks it has handed out again, no roots of the program).
+    if (module && (strstr(module, "libheapsnap_preload") ||
+                   (usable::g_allocator_path[0] && strcmp(module, usable::g_allocator_path) == 0))) {
+      if (module_path || module_end >= m.end) continue;
+      module = nullptr;  // past it, what ld.so mapped next (the main thread's static TLS)
+      from = module_end;
+    }
+    // glibc's own data holds main_arena, whose pointers to chunk headers are no roots.
+    bool libc_arena = false;
+    if (module && usable::g_glibc_layout) {
+      const char *base = strrchr(module, '/');
+      libc_arena = strncmp(base ? base + 1 : module, "libc.so", 7) == 0;
+    }
+    if (m.path[0] == '[' && strcmp(m.path, "[stack]") != 0 && strcmp(m.path, "[heap]") != 0) continue;  // vvar, vdso
+    if (strcmp(m.path, "[heap]") == 0) continue;  // the main arena: blocks, not roots
+    uint64_t start = from, end = m.end;
+    if (c.self_sp > start && c.self_sp < end) start = c.self_sp;  // the forking thread: live part only
+    if (strcmp(m.path, "[stack]") == 0) {
+      uint64_t sp = known_sp(rr, uint32_t(c.main_tid));
+      if (sp > start + kRedZone && sp < end) start = sp - kRedZone;
+      scan_root(c, 1, c.main_tid, start, end, "[stack] main thread");
+      continue;
+    }
+    uint32_t tid = 0;
+    for (size_t s = 0; s < nstacks; ++s)
+      if (stacks[s].lo < m.end && stacks[s].hi > m.start) tid = stacks[s].tid;
+    // Another thread's stack: from its stack pointer when the handshake learnt it (a thread the
+    // registry does not know is found by its stack pointer too).
+    uint64_t sp = tid ? known_sp(rr, tid) : 0;
+    if (!tid && !module && !m.path[0]) tid = thread_with_sp_in(rr, m.start, m.end, &sp);
+    if (sp > start + kRedZone && sp < end) start = sp - kRedZone;
+    auto scan = [&](uint64_t lo, uint64_t hi) {
+      if (tid) {
+        scan_root(c, 1, tid, lo, hi, "thread stack");
+      } else if (module) {
+        if (lo < module_end) scan_root(c, 0, 0, lo, hi < module_end ? hi : module_end, module, false, libc_arena);
+        if (hi > module_end) scan_root(c, 4, 0, lo > module_end ? lo : module_end, hi, "anonymous");
+      } else {
+        scan_root(c, 4, 0, lo, hi, m.path[0] ? m.path : "anonymous");
+      }
+    };
+    // A mapping the kernel merged with glibc's mmapped chunks, or holding pool objects: the rest
+    // of it is the program's.
+    if (c.holds[i] == kHoldsBlocksOnly)
+      for_each_included(start, end, [&](uint64_t lo, uint64_t hi) { for_each_outside_blocks(c, lo, hi, scan); });
+    else
+      for_each_included(start, end, scan);
+  }
+}
+
+}  // namespace hs::snapshot::child

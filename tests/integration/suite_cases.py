@@ -12,6 +12,8 @@ results, then reads back every capture the traced run wrote (the program's and i
 - redis:         redis-server (on jemalloc) under redis-benchmark: every block the benchmark made is
                  freed after FLUSHALL (no phantom leaks); the big set also compares leaked bytes
                  with heaptrack's
+- rust, go:      rustc compiling a Rust program, `go build` of a cgo program, and the programs they
+                 built: outputs and exit statuses as native
 - git:           git operations in a temporary repository (init, add, commit, branch, merge, tag,
                  log, blame, archive, format-patch, gc, repack, fsck): every command's output and
                  exit status compared
@@ -455,6 +457,57 @@ def case_redis(r, a):
         detail += "; keys kept: %d bytes leaked, heaptrack %s%s" % (ours, m.group(1), m.group(2))
     r.traced_s = time.monotonic() - t0
     r.report("redis", detail)
+
+
+# --- Rust and Go toolchains (issue 28: runtimes) -----------------------------------------------------
+# Real programs of those runtimes under the shim: rustc compiling a program (threads, its own
+# allocator use through std), and `go build` of a cgo program (the go command, the compiler, cgo and
+# gcc, each a traced process), then the programs they built, run traced. Every output and exit
+# status must be the native one, and every capture must read back.
+
+PROGRAMS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "programs")
+
+
+def case_rust(r, a):
+    rustc = shutil.which("rustc")
+    if not rustc:
+        skip("rustc is not installed (apt-get install rustc)")
+    src = os.path.join(PROGRAMS, "rust_alloc.rs")
+    runs = {}
+    for traced in (False, True):
+        exe = os.path.join(r.work, "rust_alloc-%s" % ("traced" if traced else "native"))
+        c = r.run([rustc, "-O", "--cfg", "counting", src, "-o", exe], traced)
+        check(c.returncode == 0, "rustc (%s) compiles the program (%s)" % ("traced" if traced else "native", c.stderr[-300:]))
+        runs[traced] = (c.returncode, c.stderr, r.run([exe], traced))
+    (nrc, nerr, nrun), (trc, terr, trun) = runs[False], runs[True]
+    check(nerr == terr, "rustc: traced diagnostics equal native")
+    check(nrun.returncode == trun.returncode == 0, "the built program runs, natively and traced")
+    # Its own counts (a #[global_allocator] that counts): identical runs, traced or not.
+    check(nrun.stdout == trun.stdout, "the built program's own allocation counts are the native ones (%r)" % trun.stdout)
+    cnt, calls = r.read_captures("rust")
+    r.report("rust", "rustc -O on %s, then the program: %d captures, %d allocation calls" % ("rust_alloc.rs", cnt, calls))
+
+
+def case_go(r, a):
+    go = shutil.which("go")
+    if not go:
+        skip("go is not installed (apt-get install golang-go)")
+    src = os.path.join(PROGRAMS, "cgo_alloc.go")
+    runs = {}
+    for traced in (False, True):
+        tag = "traced" if traced else "native"
+        home = os.path.join(r.work, "home-" + tag)
+        env = dict(r.env, HOME=home, GOCACHE=os.path.join(home, "cache"), GOPATH=os.path.join(home, "gopath"),
+                   CGO_ENABLED="1", GOFLAGS="")
+        exe = os.path.join(r.work, "cgo_alloc-" + tag)
+        b = r.run([go, "build", "-o", exe, src], traced, env=env)
+        check(b.returncode == 0, "go build (%s) of a cgo program (%s)" % (tag, b.stderr[-500:]))
+        runs[traced] = r.run([exe, "50000", "4", "20"], traced)
+    check(runs[False].returncode == runs[True].returncode == 0 and runs[False].stdout == runs[True].stdout,
+          "the cgo program's output traced equals native (%r)" % runs[True].stdout)
+    cnt, calls = r.read_captures("go")
+    check(cnt >= 3, "go build's processes (go, compile, cgo, gcc...) were traced (%d captures)" % cnt)
+    r.report("go", "go build of a cgo program, then the program: %d captures, %d allocation calls" % (cnt, calls))
 
 
 CASES = {k[5:]: v for k, v in globals().items() if k.startswith("case_")}

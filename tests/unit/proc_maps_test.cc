@@ -46,7 +46,8 @@ TEST_CASE("proc_maps: find_mapping reads past its buffer when the maps are long"
   auto *base = static_cast<uint8_t *>(mmap(nullptr, pages * 4096, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0));
   REQUIRE(base != MAP_FAILED);
   for (size_t i = 0; i < pages; i += 2) REQUIRE(mprotect(base + i * 4096, 4096, PROT_READ) == 0);
-  for (size_t i : {size_t(1), pages / 2 + 1, pages - 1}) {
+  // (Not the region's last page: a writable mapping right after the region may merge with it.)
+  for (size_t i : {size_t(1), pages / 2 + 1, pages - 3}) {
     Mapping m;
     REQUIRE(hs::find_mapping(uint64_t(reinterpret_cast<uintptr_t>(base + i * 4096 + 100)), &m));
     CHECK(m.start == uint64_t(reinterpret_cast<uintptr_t>(base + i * 4096)));

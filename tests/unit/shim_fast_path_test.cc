@@ -35,8 +35,15 @@ TEST_CASE("shim fast paths: their lookup finds a block's shadow byte only while 
   REQUIRE(p);
   uint8_t *s = shadow::find_or_create(p);
   REQUIRE(s);
-  shadow::enable_fast_paths(true);
-  CHECK(shadow::find_fast(p) == s);
+  // The fast paths run only on glibc's chunk layout (set_state), whose 16-byte granule their
+  // lookup takes as a constant; under another allocator (a sanitizer's) the granule is 8 bytes and
+  // they are never switched on.
+  if (usable::g_glibc_layout) {
+    shadow::enable_fast_paths(true);
+    CHECK(shadow::find_fast(p) == s);
+  } else {
+    CHECK(shadow::granule_shift == 3);
+  }
   shadow::enable_fast_paths(false);
   CHECK(shadow::find_fast(p) == nullptr);
   CHECK(shadow::find(p) == s);  // the slow paths' lookup does not depend on the switch

@@ -347,5 +347,16 @@ def case_allocator_api(a):
     check("bypasses malloc and free" in t, "the capture says it too (a timeline marker)")
 
 
+def case_own_malloc(a):
+    """An executable that defines malloc itself (rustup's rustc links jemalloc so): refused by name."""
+    exe = build_c(a, "own_malloc.c", "own_malloc")
+    r, path = record(a, "own_malloc", [exe])
+    check(r.returncode == 0 and r.stdout == "ok\n", "the program runs as it would (%s)" % r.stderr.strip())
+    check("malloc is defined by the program itself ahead of heapsnap" in r.stderr, "stderr says why it is not traced (%r)" % r.stderr)
+    s = hsnap_json(a, "summary", "--json", path)
+    check(s["end_reason"].startswith("error: malloc is defined by the program itself"), "so does the capture (%r)" % s["end_reason"])
+    check(s["alloc_calls"] == 0, "and it claims no allocation")
+
+
 if __name__ == "__main__":
     casekit.main(globals(), ["--heapsnap", "--shim", "--source"])

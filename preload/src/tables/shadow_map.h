@@ -18,9 +18,9 @@
 //   0            no block the shim saw allocated starts here
 //   bit 7        the block is sampled (its free is recorded as an event)
 //   1..126       base - requested (usable_size.h: under glibc's layout, the slack + 8 for most
-//                blocks; otherwise the slack + 1)
-//   127          large slack: the next 8 shadow bytes hold the requested size (only for blocks of
-//                at least 9 granules, whose shadow bytes past the first are otherwise unused)
+//                blocks; under other allocators the base is 126, the byte holds the size itself)
+//   127          large: the next 8 shadow bytes hold the requested size (only for blocks of at
+//                least 9 granules, whose shadow bytes past the first are otherwise unused)
 //
 // Layout: two levels, top[addr >> 30] -> leaf of 2^30 / granule bytes (one per 1 GiB of address
 // space), leaves mmapped with MAP_NORESERVE on first use, so only touched pages cost memory. A top
@@ -135,28 +135,56 @@ HS_INLINE uint8_t *find_or_create(const void *p) {
 // Records a block of `base` (usable_size.h: more than `requested`): its shadow byte (and, for large
 // slack, the size in the following bytes). Returns false if the block could not be recorded (then
 // it is simply untracked).
+// Whether the shadow bytes of the 8 granules after a's lie in a's leaf (right after its byte): a
+// large block's size bytes, unless a is in the last 9 granules of its 1 GiB region.
+HS_INLINE bool size_bytes_in_leaf(uint64_t a) {
+  return (a >> kRegionShift) == ((a + (uint64_t(8) << granule_shift)) >> kRegionShift);
+}
+
+// A large block's size, in the 8 shadow bytes after its own (size_bytes_in_leaf): one unaligned
+// word. (Byte by byte, as relaxed atomics, under ThreadSanitizer: see get/set.)
+HS_INLINE void put_size_bytes(uint8_t *s, uint64_t r) {
+#if defined(__SANITIZE_THREAD__)
+  for (int i = 0; i < 8; ++i) set(s + 1 + i, uint8_t(r >> (8 * i)));
+#else
+  memcpy(s + 1, &r, 8);
+#endif
+}
+HS_INLINE uint64_t get_size_bytes(const uint8_t *s) {
+  uint64_t r = 0;
+#if defined(__SANITIZE_THREAD__)
+  for (int i = 0; i < 8; ++i) r |= uint64_t(get(s + 1 + i)) << (8 * i);
+#else
+  memcpy(&r, s + 1, 8);
+#endif
+  return r;
+}
+
 HS_INLINE bool mark(void *p, size_t requested, size_t base, bool sampled) {
   uint8_t *s = find_or_create(p);
   if (HS_UNLIKELY(!s)) return false;
   size_t code = base - requested;
-  if (HS_LIKELY(code < kLargeSlack)) {
+  if (HS_LIKELY(code - 1 < kLargeSlack - 1)) {  // 1..126 (0: a request of exactly the base)
     set(s, uint8_t(code) | (sampled ? kSampledBit : 0));
     return true;
   }
   // The usable size is at least base - 16 (an mmapped chunk's base is 16 above it, usable_size.h):
   // the size bytes, in the shadow of the next 8 granules, need a block of at least 9 granules.
   if (base < (size_t(9) << granule_shift) + 16) return false;  // cannot hold the size: left untracked
-  // The following 8 bytes may cross into the next leaf only if p is in the last 9 granules of a
-  // 1 GiB region; find_or_create per byte keeps that case right.
   uint64_t r = requested;
-  uint8_t *first = s;
   uint64_t a = reinterpret_cast<uint64_t>(p);
-  for (int i = 0; i < 8; ++i) {
-    uint8_t *b = find_or_create(reinterpret_cast<void *>(a + (uint64_t(i + 1) << granule_shift)));
-    if (!b) return false;
-    set(b, uint8_t(r >> (8 * i)));
+  if (HS_LIKELY(size_bytes_in_leaf(a))) {
+    put_size_bytes(s, r);
+  } else {
+    // The following 8 bytes cross into the next leaf (p is in the last 9 granules of a 1 GiB
+    // region): find_or_create per byte.
+    for (int i = 0; i < 8; ++i) {
+      uint8_t *b = find_or_create(reinterpret_cast<void *>(a + (uint64_t(i + 1) << granule_shift)));
+      if (!b) return false;
+      set(b, uint8_t(r >> (8 * i)));
+    }
   }
-  set(first, kLargeSlack | (sampled ? kSampledBit : 0));
+  set(s, kLargeSlack | (sampled ? kSampledBit : 0));
   return true;
 }
 
@@ -166,6 +194,10 @@ HS_INLINE size_t requested_size(const void *p, uint8_t v, size_t base) {
   if (HS_LIKELY(code != kLargeSlack)) return base - code;
   uint64_t a = reinterpret_cast<uint64_t>(p);
   uint64_t r = 0;
+  if (HS_LIKELY(size_bytes_in_leaf(a))) {
+    const uint8_t *s = find(p);
+    return s ? get_size_bytes(s) : 0;
+  }
   for (int i = 0; i < 8; ++i) {
     uint8_t *b = find(reinterpret_cast<void *>(a + (uint64_t(i + 1) << granule_shift)));
     r |= uint64_t(b ? get(b) : 0) << (8 * i);
@@ -179,6 +211,10 @@ HS_INLINE void clear(const void *p, uint8_t *s, uint8_t v) {
   set(s, 0);
   if (HS_UNLIKELY((v & 0x7f) == kLargeSlack)) {
     uint64_t a = reinterpret_cast<uint64_t>(p);
+    if (HS_LIKELY(size_bytes_in_leaf(a))) {
+      put_size_bytes(s, 0);
+      return;
+    }
     for (int i = 0; i < 8; ++i)
       if (uint8_t *b = find(reinterpret_cast<void *>(a + (uint64_t(i + 1) << granule_shift)))) set(b, 0);
   }

@@ -21,6 +21,7 @@ void add_summary_command(CLI::App &app, int *rc);
 void add_replay_commands(CLI::App &app, int *rc);  // top-allocators, leaks, peak, timeline
 void add_snapshots_command(CLI::App &app, int *rc);
 void add_unreachable_command(CLI::App &app, int *rc);
+void add_types_command(CLI::App &app, int *rc);  // types (classes of polymorphic objects)
 void add_retainer_commands(CLI::App &app, int *rc);  // top-retainers, dominators, path, suspects, diff
 void add_export_commands(CLI::App &app, int *rc);  // flamegraph, export
 void add_report_command(CLI::App &app, int *rc);   // report (self-contained HTML)

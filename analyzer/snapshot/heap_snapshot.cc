@@ -129,7 +129,7 @@ size_t HeapSnapshot::memory_bytes() const {
   return addr.memory_bytes() + size.memory_bytes() + call_site.memory_bytes() + id.capacity() * 8 +
          (stack.capacity() + time_ms.capacity() + pool.capacity()) * 4 + edge_begin.capacity() * 4 +
          edge_target.capacity() * 4 + edge_offset.capacity() * 4 + edge_interior.capacity() / 8 +
-         root_target.capacity() * 4 + root_offset.capacity() * 8 + root_interior.capacity() / 8;
+         root_target.capacity() * 4 + root_offset.capacity() * 8 + root_interior.capacity() / 8 + type.capacity() * 4;
 }
 
 bool load_snapshot(capture::CaptureReader &reader, uint32_t index, HeapSnapshot *out, std::string *error,
@@ -147,7 +147,7 @@ bool load_snapshot(capture::CaptureReader &reader, uint32_t index, HeapSnapshot 
                            std::to_string(pos.frame_offset) + ": " + what;
   };
   reader.set_record_filter([](uint32_t f) {
-    return f >= wire::Record::kSnapshotBegin && f <= wire::Record::kSnapshotContents && f != wire::Record::kSnapshotContents;
+    return (f >= wire::Record::kSnapshotBegin && f < wire::Record::kSnapshotContents) || f == wire::Record::kSnapshotTypes;
   });
   // Capacity hint from the exact live-block count in the Begin record, bounded by what the file
   // could possibly describe (a hostile count must not drive a giant allocation).
@@ -297,6 +297,27 @@ bool load_snapshot(capture::CaptureReader &reader, uint32_t index, HeapSnapshot 
           s.root_interior.push_back(interior);
         }
         s.roots.push_back(std::move(range));
+        break;
+      }
+      case wire::Record::kSnapshotTypes: {
+        const auto &t = r.snapshot_types();
+        if (t.index() != index || !opts.types) break;
+        if (t.first_type() != s.type_names.size() + 1 || t.name_size() != t.vtable_size() ||
+            t.block_delta_size() != t.block_type_size()) {
+          fail(pos, "type records out of order or of unequal length");
+          return false;
+        }
+        for (const std::string &n : t.name()) s.type_names.push_back(n);
+        if (t.block_delta_size() && s.type.empty()) s.type.assign(s.addr.size(), 0);
+        uint64_t b = t.base_block();
+        for (int i = 0; i < t.block_delta_size(); ++i) {
+          b += t.block_delta(i);
+          if (b >= s.type.size() || t.block_type(i) == 0 || t.block_type(i) > s.type_names.size()) {
+            fail(pos, "a typed block or its type out of range");
+            return false;
+          }
+          s.type[b] = t.block_type(i);
+        }
         break;
       }
       case wire::Record::kSnapshotEnd:

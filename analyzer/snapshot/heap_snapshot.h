@@ -172,6 +172,11 @@ struct HeapSnapshot {
   std::vector<uint32_t> edge_target;
   std::vector<uint32_t> edge_offset;   // byte offset of the pointer in the source block
   std::vector<bool> edge_interior;
+  // Classes of polymorphic blocks, from their vtable pointers (format 3.2, SnapshotTypes):
+  // type[b] is 0 (not known) or a number into type_names (1-based: type_names[type - 1] is the
+  // mangled name std::type_info gives, e.g. "7Session"). type is empty when no block has one.
+  std::vector<uint32_t> type;
+  std::vector<std::string> type_names;
   // Roots.
   std::vector<RootRange> roots;
   std::vector<uint32_t> root_target;
@@ -191,6 +196,7 @@ struct HeapSnapshot {
 struct LoadOptions {
   bool identity = true;      // id, time_ms, pool
   bool edge_offsets = true;  // edge_offset (paths)
+  bool types = true;         // type, type_names
 };
 
 // Loads snapshot `index` (its records may be spread over the file). Problems with the data

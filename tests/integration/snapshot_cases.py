@@ -552,5 +552,30 @@ def case_main_tls(a):
           "its root is anonymous memory, not a library's .bss it lies past (%s)" % p["root"])
 
 
+def case_types(a):
+    """Classes from vtable pointers (issue 29): every polymorphic object the program made, by its
+    most-derived class (a factory's Shape* is its Circle or Square), at -O0 and -O2 (no symbols)."""
+    for build in ("types_app_o0", "types_app_o2"):
+        prog = os.path.join(a.programs, build)
+        r, path = record(a, build, [prog], ["--snapshot-at-exit"])
+        check(r.returncode == 0, "%s runs (%s)" % (build, r.stderr))
+        want = {}
+        for line in r.stdout.splitlines():
+            name, count, size = line.split()
+            want[name] = (int(count), int(size))
+        t = hsnap_json(a, "types", "--json", "-n", "100", path)
+        got = {c["class"]: c for c in t["classes"]}
+        print(build, "typed", t["typed_blocks"], "of", t["blocks"], {k: (v["count"], v["shallow_bytes"]) for k, v in got.items()})
+        for name, (count, size) in want.items():
+            check(name in got, "%s: class %s is found" % (build, name))
+            check(got[name]["count"] == count and got[name]["shallow_bytes"] == count * size,
+                  "%s: %s: %d objects of %d bytes (%d, %d)" % (build, name, count, size, got[name]["count"], got[name]["shallow_bytes"]))
+        check(set(got) == set(want), "%s: no other class (a pointer to a string literal is no vtable): %s" % (build, sorted(got)))
+        # Each Session holds its name (a heap string) and a payload of 100 ints.
+        check(got["Session"]["retained_bytes"] >= 2000 * (want["Session"][1] + 400),
+              "%s: the sessions retain their payloads (%d)" % (build, got["Session"]["retained_bytes"]))
+        check(t["typed_blocks"] == sum(c for c, _ in want.values()), "%s: typed blocks are exactly those" % build)
+
+
 if __name__ == "__main__":
     casekit.main(globals(), ["--heapsnap", "--programs"])

@@ -89,6 +89,7 @@ struct Child {
   wire::Buf frame;
   uint64_t edges = 0, interior = 0, root_edges = 0, roots = 0, root_bytes = 0;
   const char *error = nullptr;
+  struct TypeScan *types = nullptr;  // child_types.h
 };
 
 // What a mapping holds, for the root scan: nothing of the heap (a root); only blocks whose extent

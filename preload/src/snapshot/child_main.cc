@@ -15,6 +15,7 @@
 #include "core/config.h"
 #include "core/private_heap.h"
 #include "snapshot/child_internal.h"
+#include "snapshot/child_types.h"
 
 namespace hs::snapshot::child {
 namespace {
@@ -127,7 +128,9 @@ void on_child_fault(int sig) {
   ph.mark("contents");
   build_index(c);
   ph.mark("index");
+  types_begin(c);  // (out of memory: the classes stay unknown)
   scan_blocks(c);
+  types_flush(c);
   ph.mark("edges");
   scan_roots(c, *a.regs);
   scan_registers(c, *a.regs);

@@ -14,6 +14,7 @@
 #include <cstring>
 
 #include "core/thread_state.h"
+#include "snapshot/child_types.h"
 
 namespace hs::snapshot::child {
 
@@ -91,6 +92,7 @@ HS_POPCNT_CLONES void scan_blocks(Child &c) {
     uint64_t words = c.size[i] / 8;
     uint32_t k = 0, last = UINT32_MAX;
     const uint64_t *w = reinterpret_cast<const uint64_t *>(a);
+    if (words) type_note(c, i, w[0]);  // a polymorphic object's vtable pointer (child_types.h)
     for (uint64_t j = 0; j < words; ++j) {
       uint64_t v = w[j];
       if (v - lo >= span) continue;

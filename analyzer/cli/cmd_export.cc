@@ -8,11 +8,13 @@
 #include <cstring>
 #include <memory>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "cli/commands.h"
 #include "cli/format.h"
 #include "cli/replay_load.h"
+#include "cli/site_options.h"
 #include "cli/snapshot_args.h"
 #include "cli/term_style.h"
 #include "export/collapsed.h"
@@ -34,6 +36,7 @@ struct ExportOpts {
   std::vector<std::string> debug_dirs;
   int snapshot = -1;           // graph-json
   std::string interior = "on";
+  SiteOptions sites;           // graph-json's site labels (pprof and collapsed keep whole stacks)
 };
 
 void print_notes(const LoadedReplay &L) {
@@ -108,6 +111,8 @@ int run_pprof(const ExportOpts &o) {
 
 // graph-json: a snapshot's nodes, edges, roots, immediate dominators and retained sizes.
 int run_graph_json(const ExportOpts &o) {
+  symbolize::FrameFilter filter;
+  if (!make_frame_filter(o.sites, &filter)) return kExitUsage;
   SnapshotArgs a;
   a.file = o.file;
   a.snapshot = o.snapshot;
@@ -120,9 +125,15 @@ int run_graph_json(const ExportOpts &o) {
   auto g = snapshot::build_object_graph(s, o.interior == "on", false);
   replay::ReplayResult ctx = load_capture_context(o.file);
   replay::StackSymbolizer sym(ctx.modules, symbolize::command_options(o.debug_dirs));
-  auto site = [&](uint32_t b) {
-    const auto &f = sym.frames_of(s.call_site[b]);
-    return f.empty() ? std::string() : f[0].label();
+  sym.set_frame_filter(std::move(filter));
+  // A block's site: the first frame of the program in its stack or its call site's inline chain.
+  std::unordered_map<uint64_t, std::string> labels;  // per site address: made readable once
+  auto site = [&](uint32_t b) -> std::string {
+    uint32_t st = b < s.stack.size() ? s.stack[b] : 0;
+    uint64_t at = sym.site_address(ctx.stacks, ctx.stacks.valid(st) ? st : 0, s.call_site[b]);
+    auto [it, fresh] = labels.try_emplace(at);
+    if (fresh) it->second = sym.site_label(sym.site_frame(at));
+    return it->second;
   };
   FILE *out = stdout;
   if (!o.output.empty() && o.output != "-") {
@@ -193,6 +204,7 @@ void add_export_commands(CLI::App &app, int *rc) {
     cmd->add_option("--interior", o->interior, "for graph-json: follow interior pointers, on (default) or off")
         ->check(CLI::IsMember({"on", "off"}));
     cmd->add_option("--metric", o->metric, "for --format collapsed: alloc-bytes (default), alloc-calls, leaked or peak");
+    add_site_options(cmd, o->sites);
     cmd->footer("pprof sample types: alloc_objects, alloc_space (default), inuse_objects, inuse_space\n"
                 "(inuse: not freed when the capture ended).\n"
                 "graph-json: {\"nodes\": [{id, address, size, site, idom (-1: only the roots dominate it; null:\n"

@@ -13,6 +13,7 @@
 #include "cli/commands.h"
 #include "cli/format.h"
 #include "cli/replay_load.h"
+#include "cli/site_options.h"
 #include "cli/term_style.h"
 #include "replay/estimate_fit.h"
 #include "replay/replay.h"
@@ -31,6 +32,7 @@ struct Common {
   std::string match;
   std::vector<std::string> debug_dirs;
   size_t stack_frames = 8;
+  SiteOptions sites;
 };
 
 // stacks: the command lists stacks (rows, --match, --frames apply); timeline does not.
@@ -43,6 +45,35 @@ void add_common(CLI::App *cmd, Common &c, bool stacks = true) {
   cmd->add_option("--match", c.match, "only stacks with a frame whose function, file or module contains this text");
   cmd->add_option("--debug-dir", c.debug_dirs, "directory with separate debug files (default /usr/lib/debug); repeatable");
   cmd->add_option("--frames", c.stack_frames, "frames to show per stack (default 8)");
+  add_site_options(cmd, c.sites);
+}
+
+// The replay with the site rules of the options; false (and why, on stderr) with the exit status
+// in *rc.
+bool load(const Common &c, LoadedReplay *L, int *rc) {
+  symbolize::FrameFilter filter;
+  if (!make_frame_filter(c.sites, &filter)) {
+    *rc = kExitUsage;
+    return false;
+  }
+  if (!load_replay(c.file, c.debug_dirs, L)) {
+    *rc = kExitInput;
+    return false;
+  }
+  L->sym->set_frame_filter(std::move(filter));
+  return true;
+}
+
+// A stack's site, for --json: its frame of the program (see StackSymbolizer::site_address), and
+// the innermost frame of its allocation call as it is (site_innermost).
+void add_site_json(json &j, replay::StackSymbolizer &sym, const capture::StackTree &tree, uint32_t stack) {
+  const replay::DisplayFrame &f = sym.site_frame(sym.site_address(tree, stack));
+  j["site"] = sym.site_label(f);
+  j["function"] = sym.site_function(f);
+  j["file"] = f.file;
+  j["line"] = f.line;
+  j["module"] = f.module;
+  j["site_innermost"] = tree.valid(stack) ? sym.frames_of(tree.address(stack))[0].label() : std::string();
 }
 
 std::string size_str(const Common &c, double b) {
@@ -97,6 +128,7 @@ json frame_json(const replay::DisplayFrame &f) {
   snprintf(a, sizeof(a), "0x%llx", static_cast<unsigned long long>(f.address));
   j["address"] = a;
   j["inlined"] = f.inlined;
+  j["library"] = f.library;
   return j;
 }
 
@@ -125,15 +157,43 @@ void print_notes(const replay::ReplayResult &r, replay::StackSymbolizer &sym) {
   for (const auto &w : sym.warnings()) printf("%s %s\n", note.c_str(), w.c_str());
 }
 
-void print_stack(const Common &c, const std::vector<replay::DisplayFrame> &frames, const char *indent) {
-  size_t shown = 0;
-  for (const auto &f : frames) {
-    if (shown++ == c.stack_frames) {
-      printf("%s  ... %zu more\n", indent, frames.size() - c.stack_frames);
-      break;
+// A stack, innermost frame first, readable (as it was with --all-frames). Cut to --frames, it
+// shows the program's frames first: each run of the library's frames is one line ("... 6 library
+// frames"), and only the program's frames count towards --frames.
+void print_stack(const Common &c, replay::StackSymbolizer &sym, const std::vector<replay::DisplayFrame> &frames,
+                 const char *indent) {
+  auto line = [&](const replay::DisplayFrame &f) {
+    printf("%s%s %s\n", indent, f.inlined ? out_style(Style::kEstimate, "(inlined)").c_str() : "  at",
+           sym.site_label(f).c_str());
+  };
+  bool program = false;
+  for (const auto &f : frames) program = program || !f.library;
+  if (frames.size() <= c.stack_frames || sym.all_frames() || !program) {
+    size_t shown = 0;
+    for (const auto &f : frames) {
+      if (shown++ == c.stack_frames) {
+        printf("%s  ... %zu more\n", indent, frames.size() - c.stack_frames);
+        break;
+      }
+      line(f);
     }
-    printf("%s%s %s\n", indent, f.inlined ? out_style(Style::kEstimate, "(inlined)").c_str() : "  at", f.label().c_str());
+    return;
   }
+  size_t shown = 0, i = 0;
+  while (i < frames.size()) {
+    if (frames[i].library) {
+      size_t j = i;
+      while (j < frames.size() && frames[j].library) ++j;
+      printf("%s%s\n", indent,
+             out_style(Style::kEstimate, "  ... " + std::to_string(j - i) + " library frame" + (j - i == 1 ? "" : "s")).c_str());
+      i = j;
+      continue;
+    }
+    if (shown == c.stack_frames) break;
+    line(frames[i++]);
+    ++shown;
+  }
+  if (i < frames.size()) printf("%s  ... %zu more\n", indent, frames.size() - i);
 }
 
 // --- top-allocators ---------------------------------------------------------------------------
@@ -144,7 +204,8 @@ struct TopOpts : Common {
 };
 
 struct SiteRow {
-  std::string key;
+  std::string key;    // what groups stacks into the site: its frame's label as symbolized
+  std::string label;  // as shown (StackSymbolizer::site_label)
   replay::DisplayFrame frame;
   replay::StackFigures sum;  // as shown: fitted to the exact totals (EstimateFits::apply)
   replay::StackFigures raw;  // the sampled estimates before fitting
@@ -179,7 +240,8 @@ double metric(const replay::StackFigures &f, const std::string &by) {
 
 int run_top(const TopOpts &o) {
   LoadedReplay L;
-  if (!load_replay(o.file, o.debug_dirs, &L)) return kExitInput;
+  int rc = kExitOk;
+  if (!load(o, &L, &rc)) return rc;
   auto &r = L.r;
   replay::EstimateFits fits = fits_of(r);
   uint64_t samples = 0;  // sampled allocation events the split by site is estimated from
@@ -187,28 +249,25 @@ int run_top(const TopOpts &o) {
   for (uint32_t id = 1; id < r.by_stack.size(); ++id) {
     const auto &f = r.by_stack[id];
     if (f.unused()) continue;
-    // The site is the stack's innermost frame: without --match only the leaf address needs
-    // symbolizing (whole stacks are symbolized for the rows shown).
-    const replay::DisplayFrame *leaf;
-    std::vector<replay::DisplayFrame> frames;
-    if (o.match.empty()) {
-      if (!r.stacks.valid(id)) continue;
-      leaf = &L.sym->frames_of(r.stacks.address(id))[0];
-    } else {
-      frames = L.sym->stack(r.stacks, id);
-      if (frames.empty() || !stack_matches(frames, o.match)) continue;
-      leaf = &frames[0];
-    }
-    std::string key = leaf->label();
+    // The site is the stack's first frame of the program (StackSymbolizer::site_address): only
+    // the addresses up to it need symbolizing (whole stacks are symbolized for the rows shown).
+    if (!r.stacks.valid(id)) continue;
+    if (!o.match.empty() && !stack_matches(L.sym->stack(r.stacks, id), o.match)) continue;
+    const replay::DisplayFrame &site = L.sym->site_frame(L.sym->site_address(r.stacks, id));
+    std::string key = site.label();
+    std::string label = L.sym->site_label(site);
     if (f.pool) {
       // Objects of a client-API pool are labelled with the pool's name.
       const replay::PoolInfo *pi = r.pool(f.pool);
-      key = "[pool " + (pi ? pi->name : std::to_string(f.pool)) + "] " + key;
+      std::string pool = "[pool " + (pi ? pi->name : std::to_string(f.pool)) + "] ";
+      key = pool + key;
+      label = pool + label;
     }
     SiteRow &row = sites[key];
     if (row.key.empty()) {
       row.key = key;
-      row.frame = *leaf;
+      row.label = label;
+      row.frame = site;
     }
     replay::StackFigures shown = fits.apply(f);
     row.sum += shown;
@@ -236,11 +295,14 @@ int run_top(const TopOpts &o) {
     json arr = json::array();
     for (SiteRow *row : rows) {
       json s;
-      s["site"] = row->key;
-      s["function"] = row->frame.function;
+      s["site"] = row->label;
+      s["function"] = L.sym->site_function(row->frame);
       s["file"] = row->frame.file;
       s["line"] = row->frame.line;
       s["module"] = row->frame.module;
+      // The innermost frame of the heaviest stack's allocation call, as symbolized.
+      s["site_innermost"] = row->stacks.empty() ? std::string()
+                                                : L.sym->frames_of(r.stacks.address(row->stacks[0].first))[0].label();
       s["alloc_calls"] = row->sum.alloc_calls;
       s["alloc_bytes"] = row->sum.alloc_bytes;
       s["peak_bytes"] = row->sum.peak_bytes;
@@ -293,7 +355,7 @@ int run_top(const TopOpts &o) {
   for (SiteRow *row : rows) {
     printf("%s %s %s %s  %s\n", cell("bytes", size_str(o, row->sum.alloc_bytes)).c_str(),
            cell("calls", count_str(row->sum.alloc_calls)).c_str(), cell("peak", size_str(o, row->sum.peak_bytes)).c_str(),
-           cell("leaked", size_str(o, row->sum.live_bytes)).c_str(), row->key.c_str());
+           cell("leaked", size_str(o, row->sum.live_bytes)).c_str(), row->label.c_str());
     if (row->sum.reallocs)
       printf("%12s %s reallocs: %s moved, %s in place\n", "", human_count(row->sum.reallocs).c_str(),
              human_count(row->sum.realloc_moves).c_str(),
@@ -302,7 +364,7 @@ int run_top(const TopOpts &o) {
       printf("%12s %s of it from:\n", "",
              out_style(Style::kSize, size_str(o, metric(row->stacks[i].second, o.by == "calls" ? "bytes" : o.by))).c_str());
       auto frames = L.sym->stack(r.stacks, row->stacks[i].first);
-      print_stack(o, frames, "              ");
+      print_stack(o, *L.sym, frames, "              ");
     }
   }
   print_notes(r, *L.sym);
@@ -313,7 +375,8 @@ int run_top(const TopOpts &o) {
 
 int run_live(const Common &o, bool at_peak) {
   LoadedReplay L;
-  if (!load_replay(o.file, o.debug_dirs, &L)) return kExitInput;
+  int rc = kExitOk;
+  if (!load(o, &L, &rc)) return rc;
   auto &r = L.r;
   PeakFigure peak = peak_of(r);
   replay::EstimateFits fits = fits_of(r);
@@ -382,6 +445,7 @@ int run_live(const Common &o, bool at_peak) {
       e["bytes"] = row.bytes;
       e["raw_blocks"] = row.raw_blocks;
       e["raw_bytes"] = row.raw_bytes;
+      add_site_json(e, *L.sym, r.stacks, row.id);
       json fr = json::array();
       for (const auto &d : L.sym->stack(r.stacks, row.id)) fr.push_back(frame_json(d));
       e["frames"] = fr;
@@ -450,10 +514,12 @@ int run_live(const Common &o, bool at_peak) {
       print_styled(Style::kEstimate, "stacks below are sampled estimates (~); record with --sample-bytes 1 for every leak\n\n");
   }
   for (const Row &row : rows) {
-    printf("%s in %s blocks%s from:\n", out_style(Style::kSize, size_str(o, row.bytes)).c_str(),
+    const replay::DisplayFrame &site = L.sym->site_frame(L.sym->site_address(r.stacks, row.id));
+    printf("%s in %s blocks%s from %s:\n", out_style(Style::kSize, size_str(o, row.bytes)).c_str(),
            (est ? est_count_str(row.blocks) : count_str(row.blocks)).c_str(),
-           row.pool && fits.fitted ? out_style(Style::kEstimate, " (client-API pool: not in the exact totals)").c_str() : "");
-    print_stack(o, L.sym->stack(r.stacks, row.id), "  ");
+           row.pool && fits.fitted ? out_style(Style::kEstimate, " (client-API pool: not in the exact totals)").c_str() : "",
+           L.sym->site_label(site).c_str());
+    print_stack(o, *L.sym, L.sym->stack(r.stacks, row.id), "  ");
   }
   if (all > rows.size()) print_styled(Style::kEstimate, "... %zu more stacks (-n to show more)\n", all - rows.size());
   if (all == 0) printf("(no %s)\n", at_peak ? "sampled blocks live at the peak" : "sampled block left allocated");
@@ -541,7 +607,12 @@ void add_replay_commands(CLI::App &app, int *rc) {
     cmd->add_option("--by", o->by, "bytes (default), calls, peak or leaked")
         ->check(CLI::IsMember({"bytes", "calls", "peak", "leaked"}));
     cmd->add_option("--stacks", o->stacks_per_site, "heaviest stacks shown per site (default 2)");
-    cmd->footer("Examples:\n  heapsnap top-allocators app.hsnap -n 10\n  heapsnap top-allocators --by leaked --json app.hsnap");
+    cmd->footer("A site is the allocation's first frame, walking outward (inlined frames count), that is the program's:\n"
+                "not the C++ or C library's (std::, operator new, malloc, libstdc++.so, libc.so, /usr/include/c++/...),\n"
+                "nor one --hide-frames names; sampled allocations walk their whole stack, the others their call site's\n"
+                "inline chain. --all-frames: the innermost frame, as recorded. --json keeps it as site_innermost.\n"
+                "Examples:\n  heapsnap top-allocators app.hsnap -n 10\n  heapsnap top-allocators --by leaked --json app.hsnap\n"
+                "  heapsnap top-allocators --hide-frames 'xmalloc|xcalloc' app.hsnap");
     cmd->callback([o, rc] { *rc = run_top(*o); });
   }
   {

@@ -11,6 +11,7 @@
 #include "cli/commands.h"
 #include "cli/format.h"
 #include "cli/progress.h"
+#include "cli/site_options.h"
 #include "cli/term_style.h"
 #include "report/html_page.h"
 #include "report/report_data.h"
@@ -23,6 +24,7 @@ struct ReportArgs {
   std::string output;
   std::string interior = "on";
   bool quiet = false;
+  SiteOptions sites;
 };
 
 std::string default_output(const std::string &capture) {
@@ -40,6 +42,7 @@ int run_report(ReportArgs a) {
     return kExitUsage;
   }
   o.follow_interior = a.interior == "on";
+  if (!make_frame_filter(a.sites, &o.frame_filter)) return kExitUsage;
   std::string output = a.output.empty() ? default_output(o.file) : a.output;
   if (output == o.file) {
     print_error("report: the output would overwrite the capture: give -o FILE.html");
@@ -110,6 +113,7 @@ void add_report_command(CLI::App &app, int *rc) {
       ->check(CLI::IsMember({"on", "off"}));
   cmd->add_option("--debug-dir", o.debug_dirs, "directory with separate debug files (default /usr/lib/debug); repeatable");
   cmd->add_flag("-q,--quiet", a->quiet, "say nothing on stderr but errors");
+  add_site_options(cmd, a->sites);
   cmd->footer(
       "The page needs no network: scripts, styles and data are inside the one file. Figures are\n"
       "aggregated before they are embedded (the size budget): the flame graph keeps the N nodes\n"

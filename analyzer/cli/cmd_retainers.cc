@@ -70,23 +70,65 @@ struct Context {
   replay::ReplayResult capture;  // modules and stacks (no events replayed)
   std::unique_ptr<replay::StackSymbolizer> sym;
   std::unique_ptr<GraphStatsReport> stats;  // --stats; last, so that it prints first
+  bool usage_error = false;                  // load(): a bad --hide-frames
 
   std::string sz(double b) const { return args.raw_bytes ? std::to_string(uint64_t(b + 0.5)) : human_bytes(b); }
   // The same in the size colour, padded to `width` first (see out_style).
   std::string szc(double b, int width = 0) const { return out_style(Style::kSize, sz(b), width); }
-  std::string site_label(uint32_t block) {
-    const auto &f = sym->frames_of(snap.call_site[block]);
-    return f.empty() ? hex(snap.call_site[block]) : f[0].label();
+  // A block's stack id in the capture's tree (0: not sampled, no stack).
+  uint32_t stack_of(uint32_t block) const {
+    uint32_t st = block < snap.stack.size() ? snap.stack[block] : 0;
+    return capture.stacks.valid(st) ? st : 0;
   }
+  // The address whose inline chain holds the block's site: the first frame of the program in its
+  // stack, or in its call site's inline chain (StackSymbolizer::site_address). Sites are grouped
+  // by it.
+  uint64_t site_addr(uint32_t block) { return sym->site_address(capture.stacks, stack_of(block), snap.call_site[block]); }
+  // The block's site as one id per distinct site (StackSymbolizer::site_id): what groups blocks.
+  uint32_t site_id(uint32_t block) { return sym->site_id(site_addr(block)); }
+  std::string site_id_label(uint32_t id) { return sym->site_label(sym->site_frame(sym->site_id_address(id))); }
+  std::string site_label(uint32_t block) { return sym->site_label(sym->site_frame(site_addr(block))); }
   json site_json(uint32_t block) {
-    const auto &f = sym->frames_of(snap.call_site[block]);
+    const auto &f = sym->site_frame(site_addr(block));
     json j;
-    j["site"] = f.empty() ? "" : f[0].label();
-    j["function"] = f.empty() ? "" : f[0].function;
-    j["file"] = f.empty() ? "" : f[0].file;
-    j["line"] = f.empty() ? 0 : f[0].line;
+    j["site"] = sym->site_label(f);
+    j["function"] = sym->site_function(f);
+    j["file"] = f.file;
+    j["line"] = f.line;
     j["call_site"] = hex(snap.call_site[block]);
+    // The call site's innermost frame as symbolized (what "site" was before sites were chosen),
+    // and what the site was chosen from: the block's stack (sampled) or its call site alone.
+    j["site_innermost"] = sym->frames_of(snap.call_site[block])[0].label();
+    j["site_from"] = stack_of(block) ? "stack" : "call_site";
     return j;
+  }
+  // The block's stack for people: readable, cut to max_frames with the program's frames first
+  // (a run of the library's frames is one line), as the replay commands print stacks.
+  std::vector<std::string> stack_lines(uint32_t block, size_t max_frames) {
+    std::vector<replay::DisplayFrame> frames;
+    if (stack_of(block)) frames = sym->stack(capture.stacks, stack_of(block));
+    else frames = sym->frames_of(snap.call_site[block]);
+    std::vector<std::string> out;
+    bool program = false;
+    for (const auto &f : frames) program = program || !f.library;
+    bool cut = frames.size() > max_frames && !sym->all_frames() && program;
+    size_t shown = 0;
+    for (size_t i = 0; i < frames.size();) {
+      if (cut && frames[i].library) {
+        size_t j = i;
+        while (j < frames.size() && frames[j].library) ++j;
+        out.push_back("... " + std::to_string(j - i) + " library frame" + (j - i == 1 ? "" : "s"));
+        i = j;
+        continue;
+      }
+      if (shown == max_frames) {
+        out.push_back("... " + std::to_string(frames.size() - i) + " more");
+        break;
+      }
+      out.push_back(sym->site_label(frames[i++]));
+      ++shown;
+    }
+    return out;
   }
   std::vector<std::string> stack_labels(uint32_t block, size_t max_frames) {
     std::vector<std::string> out;
@@ -114,6 +156,11 @@ struct Context {
 
 bool load(const SnapshotArgs &a, Context *c, bool with_children, bool print_stats, bool need_edges = false) {
   const auto start = std::chrono::steady_clock::now();
+  symbolize::FrameFilter filter;
+  if (!make_frame_filter(a.sites, &filter)) {
+    c->usage_error = true;
+    return false;
+  }
   c->args = a;
   // The capture's modules and stacks first: its pass over the file then does not add to the
   // graph's memory (10^8-block snapshots).
@@ -131,8 +178,12 @@ bool load(const SnapshotArgs &a, Context *c, bool with_children, bool print_stat
   c->graph = snapshot::build_object_graph(c->snap, go);
   if (print_stats) c->stats = std::make_unique<GraphStatsReport>(c->graph.stats, start, read_s);
   c->sym = std::make_unique<replay::StackSymbolizer>(c->capture.modules, symbolize::command_options(a.debug_dirs));
+  c->sym->set_frame_filter(std::move(filter));
   return true;
 }
+
+// load()'s failure as an exit status.
+int load_failed(const Context &c) { return c.usage_error ? kExitUsage : kExitInput; }
 
 // --- top-retainers ------------------------------------------------------------------------------
 
@@ -144,7 +195,7 @@ struct TopArgs : SnapshotArgs {
 
 int run_top(const TopArgs &a) {
   Context c;
-  if (!load(a, &c, a.by == "site", a.stats)) return kExitInput;
+  if (!load(a, &c, a.by == "site", a.stats)) return load_failed(c);
   const auto &g = c.graph;
   uint64_t total = g.total_bytes();
   json out;
@@ -189,8 +240,7 @@ int run_top(const TopArgs &a) {
              c.sz(double(c.snap.size[b])).c_str(), human_count(g.retained.count[v]).c_str(), hex(c.snap.addr[b]).c_str(),
              c.site_label(b).c_str());
       printf("%48s held by %s\n", "", c.root_label(v).c_str());
-      auto st = c.stack_labels(b, a.frames);
-      for (size_t i = 1; i < st.size(); ++i) printf("%48s   from %s\n", "", st[i].c_str());
+      for (const auto &line : c.stack_lines(b, a.frames)) printf("%48s   from %s\n", "", line.c_str());
     }
     if (a.json) {
       out["by"] = "object";
@@ -205,8 +255,9 @@ int run_top(const TopArgs &a) {
   std::vector<uint64_t> site_addr;
   std::vector<uint32_t> site_of(g.csr.num_nodes, 0);
   for (uint32_t b = 0; b < c.snap.blocks(); ++b) {
-    auto [it, fresh] = site_index.try_emplace(c.snap.call_site[b], uint32_t(site_addr.size()));
-    if (fresh) site_addr.push_back(c.snap.call_site[b]);
+    uint64_t site = c.site_id(b);
+    auto [it, fresh] = site_index.try_emplace(site, uint32_t(site_addr.size()));
+    if (fresh) site_addr.push_back(site);
     site_of[b + 1] = it->second;
   }
   size_t ns = site_addr.size();
@@ -296,7 +347,7 @@ int run_dominators(const DomArgs &a) {
     return kExitUsage;
   }
   Context c;
-  if (!load(a, &c, true, false)) return kExitInput;
+  if (!load(a, &c, true, false)) return load_failed(c);
   const auto &g = c.graph;
   // A group is the set of dominator-tree nodes with the same site under the same parent group.
   // Expanded breadth first, one level at a time, with a fresh small map per group (dotMemory's
@@ -312,9 +363,10 @@ int run_dominators(const DomArgs &a) {
     for (uint32_t p : parents)
       for (uint32_t ch : g.children.successors(p)) {
         uint32_t b = ObjectGraph::block_of(ch);
-        Group &gr = groups[c.snap.call_site[b]];
+        uint64_t site = c.site_id(b);
+        Group &gr = groups[site];
         if (!gr.count) {
-          gr.site = c.snap.call_site[b];
+          gr.site = site;
           gr.example = b;
         }
         ++gr.count;
@@ -376,7 +428,7 @@ int run_path(const PathArgs &a) {
     return kExitUsage;
   }
   Context c;
-  if (!load(a, &c, false, false, true)) return kExitInput;
+  if (!load(a, &c, false, false, true)) return load_failed(c);
   uint32_t target = c.snap.find(target_addr);
   if (target == UINT32_MAX) {
     print_error("path: no live block contains %s in snapshot %u", a.address.c_str(), c.snap.info.index);
@@ -471,7 +523,7 @@ int run_path(const PathArgs &a) {
 
 int run_suspects(const SnapshotArgs &a) {
   Context c;
-  if (!load(a, &c, true, false)) return kExitInput;
+  if (!load(a, &c, true, false)) return load_failed(c);
   const auto &g = c.graph;
   uint64_t total = g.total_bytes();
   json arr = json::array();
@@ -509,7 +561,7 @@ int run_suspects(const SnapshotArgs &a) {
     // How many children the accumulation point holds, grouped by their site.
     std::unordered_map<uint64_t, std::pair<uint64_t, uint64_t>> kids;
     for (uint32_t ch : g.children.successors(acc)) {
-      auto &k = kids[c.snap.call_site[ObjectGraph::block_of(ch)]];
+      auto &k = kids[c.site_id(ObjectGraph::block_of(ch))];
       ++k.first;
       k.second += g.retained.bytes[ch];
     }
@@ -534,9 +586,8 @@ int run_suspects(const SnapshotArgs &a) {
       std::vector<std::pair<uint64_t, std::pair<uint64_t, uint64_t>>> rows(kids.begin(), kids.end());
       std::sort(rows.begin(), rows.end(), [](auto &x, auto &y) { return x.second.second > y.second.second; });
       for (size_t i = 0; i < rows.size() && i < 5; ++i) {
-        const auto &f = c.sym->frames_of(rows[i].first);
         printf("    %s objects from %s retaining %s\n", human_count(rows[i].second.first).c_str(),
-               f.empty() ? hex(rows[i].first).c_str() : f[0].label().c_str(), c.sz(double(rows[i].second.second)).c_str());
+               c.site_id_label(uint32_t(rows[i].first)).c_str(), c.sz(double(rows[i].second.second)).c_str());
       }
     }
   }
@@ -559,6 +610,7 @@ struct DiffArgs {
   bool json = false, raw_bytes = false;
   size_t limit = 20;
   std::vector<std::string> debug_dirs;
+  SiteOptions sites;
 };
 
 bool split_spec(const std::string &spec, std::string *file, int *index) {
@@ -582,45 +634,70 @@ int run_diff(const DiffArgs &d) {
     print_error("diff: expected FILE[:INDEX] FILE[:INDEX]");
     return kExitUsage;
   }
+  symbolize::FrameFilter filter;
+  if (!make_frame_filter(d.sites, &filter)) return kExitUsage;
   HeapSnapshot x, y;
   if (!load_chosen_snapshot(sa, &x) || !load_chosen_snapshot(sb, &y)) return kExitInput;
   // Sites are matched by module and offset, not by address: two runs of a program load it at
-  // different addresses (ASLR), and each side is symbolized with its own capture's modules.
-  auto context = [&](const std::string &file) {
-    return std::make_unique<replay::StackSymbolizer>(load_capture_context(file).modules,
-                                                     symbolize::command_options(d.debug_dirs));
+  // different addresses (ASLR), and each side is symbolized with its own capture's modules and
+  // stacks. A block's site is the first frame of the program in its stack or its call site's
+  // inline chain (StackSymbolizer::site_address): the offset is the address holding that frame.
+  struct Side {
+    replay::ReplayResult capture;
+    std::unique_ptr<replay::StackSymbolizer> sym;
   };
-  std::unique_ptr<replay::StackSymbolizer> sym_b = context(sb.file);
-  std::unique_ptr<replay::StackSymbolizer> sym_a = sa.file == sb.file ? nullptr : context(sa.file);
-  replay::StackSymbolizer &before = sym_a ? *sym_a : *sym_b;
+  auto context = [&](const std::string &file) {
+    auto side = std::make_unique<Side>();
+    side->capture = load_capture_context(file);
+    side->sym = std::make_unique<replay::StackSymbolizer>(side->capture.modules, symbolize::command_options(d.debug_dirs));
+    side->sym->set_frame_filter(filter);
+    return side;
+  };
+  std::unique_ptr<Side> side_b = context(sb.file);
+  std::unique_ptr<Side> side_a = sa.file == sb.file ? nullptr : context(sa.file);
+  Side &before_side = side_a ? *side_a : *side_b;
+  replay::StackSymbolizer &before = *before_side.sym;
+  replay::StackSymbolizer *sym_b = side_b->sym.get();
   struct Row {
     int64_t count = 0, bytes = 0;
     uint64_t count_a = 0, count_b = 0, bytes_a = 0, bytes_b = 0;
     uint64_t site = 0;          // an address of it: the after side's when it has one
+    uint64_t call_site = 0;     // a call site of its blocks, on the same side
     bool site_after = false;
   };
   std::unordered_map<std::string, Row> rows;
   std::unordered_map<uint64_t, Row *> by_address;  // per side: each distinct address keyed once
-  auto row_of = [&](replay::StackSymbolizer &sym, uint64_t site, bool after) -> Row & {
+  auto row_of = [&](replay::StackSymbolizer &sym, uint64_t site, uint64_t call_site, bool after) -> Row & {
     auto [it, fresh] = by_address.try_emplace(site, nullptr);
     if (fresh) {
       Row &r = rows[sym.stable_site(site)];
       if (!r.site_after) {
         r.site = site;
+        r.call_site = call_site;
         r.site_after = after;
       }
       it->second = &r;
     }
     return *it->second;
   };
+  // Stacks only where a block has one in either run alike: within one capture, or between two
+  // that recorded every allocation's stack. Between two sampled runs a block's stack depends on
+  // the draw, and the same code would key two ways; there the call site's inline chain alone
+  // names the site.
+  bool use_stacks = sa.file == sb.file ||
+                    (before_side.capture.sample_bytes() == 1 && side_b->capture.sample_bytes() == 1);
+  auto site_of = [use_stacks](Side &side, const HeapSnapshot &h, uint32_t i) {
+    uint32_t st = use_stacks && i < h.stack.size() ? h.stack[i] : 0;
+    return side.sym->site_address(side.capture.stacks, side.capture.stacks.valid(st) ? st : 0, h.call_site[i]);
+  };
   for (uint32_t i = 0; i < x.blocks(); ++i) {
-    Row &r = row_of(before, x.call_site[i], false);
+    Row &r = row_of(before, site_of(before_side, x, i), x.call_site[i], false);
     ++r.count_a;
     r.bytes_a += x.size[i];
   }
   by_address.clear();
   for (uint32_t i = 0; i < y.blocks(); ++i) {
-    Row &r = row_of(*sym_b, y.call_site[i], true);
+    Row &r = row_of(*sym_b, site_of(*side_b, y, i), y.call_site[i], true);
     ++r.count_b;
     r.bytes_b += y.size[i];
   }
@@ -635,9 +712,15 @@ int run_diff(const DiffArgs &d) {
   });
   if (v.size() > d.limit) v.resize(d.limit);
   auto label = [&](const Row &r) {
-    const auto &f = (r.site_after ? *sym_b : before).frames_of(r.site);
-    return f.empty() ? hex(r.site) : f[0].label();
+    replay::StackSymbolizer &sym = r.site_after ? *sym_b : before;
+    return sym.site_label(sym.site_frame(r.site));
   };
+  auto frame = [&](const Row &r) {
+    replay::StackSymbolizer &sym = r.site_after ? *sym_b : before;
+    const replay::DisplayFrame &f = sym.site_frame(r.site);
+    return std::make_pair(sym.site_function(f), &f);
+  };
+  auto innermost = [&](const Row &r) { return (r.site_after ? *sym_b : before).frames_of(r.call_site)[0].label(); };
   int64_t dbytes = 0, dcount = 0;
   for (auto &[key, r] : rows) {
     dbytes += r.bytes;
@@ -646,7 +729,10 @@ int run_diff(const DiffArgs &d) {
   if (d.json) {
     json arr = json::array();
     for (auto &[key, r] : v)
-      arr.push_back({{"site", label(r)}, {"site_key", key}, {"call_site", hex(r.site)}, {"count_change", r.count}, {"bytes_change", r.bytes},
+      arr.push_back({{"site", label(r)}, {"function", frame(r).first}, {"file", frame(r).second->file},
+                     {"line", frame(r).second->line}, {"site_key", key}, {"call_site", hex(r.call_site)},
+                     {"site_address", hex(r.site)}, {"site_innermost", innermost(r)}, {"count_change", r.count},
+                     {"bytes_change", r.bytes},
                      {"count_before", r.count_a}, {"count_after", r.count_b}, {"bytes_before", r.bytes_a},
                      {"bytes_after", r.bytes_b}});
     json out{{"before", d.a}, {"after", d.b}, {"bytes_change", dbytes}, {"count_change", dcount}, {"sites", arr}};
@@ -675,6 +761,7 @@ void add_retainer_commands(CLI::App &app, int *rc) {
     cmd->add_option("--by", a->by, "object (default) or site")->check(CLI::IsMember({"object", "site"}));
     cmd->add_flag("--stats", a->stats, "print graph sizes, timings and memory per node on stderr");
     cmd->add_option("--frames", a->frames, "stack frames per object (default 6)");
+    add_site_options(cmd, a->sites);
     cmd->footer("Examples:\n  heapsnap top-retainers app.hsnap -n 10\n  heapsnap top-retainers --by site --json app.hsnap");
     cmd->callback([a, rc] { *rc = run_top(*a); });
   }
@@ -684,6 +771,7 @@ void add_retainer_commands(CLI::App &app, int *rc) {
     add_snapshot_args(cmd, *a);
     cmd->add_option("--depth", a->depth, "levels to expand (default 4)");
     cmd->add_option("--min-bytes", a->min_bytes, "hide groups retaining less (e.g. 1M)");
+    add_site_options(cmd, a->sites);
     cmd->footer("Examples:\n  heapsnap dominators app.hsnap --depth 3 --min-bytes 1M\n  heapsnap dominators --snapshot 2 --json app.hsnap");
     cmd->callback([a, rc] { *rc = run_dominators(*a); });
   }
@@ -692,6 +780,7 @@ void add_retainer_commands(CLI::App &app, int *rc) {
     CLI::App *cmd = app.add_subcommand("path", "Shortest chain of pointers from a root to the block at ADDRESS.");
     add_snapshot_args(cmd, *a, false);
     cmd->add_option("address", a->address, "an address inside the block (e.g. 0x55d0c2a8e2a0)")->required();
+    add_site_options(cmd, a->sites);
     cmd->footer("Addresses come from top-retainers, suspects or export --format graph-json.\n"
                 "Example: heapsnap path app.hsnap 0x55d0c2a8e2a0");
     cmd->callback([a, rc] { *rc = run_path(*a); });
@@ -700,6 +789,7 @@ void add_retainer_commands(CLI::App &app, int *rc) {
     auto a = std::make_shared<SnapshotArgs>();
     CLI::App *cmd = app.add_subcommand("suspects", "Leak suspects, MAT-style: objects retaining over 10% of the heap and where they accumulate.");
     add_snapshot_args(cmd, *a, false);
+    add_site_options(cmd, a->sites);
     cmd->footer("Examples:\n  heapsnap suspects app.hsnap\n  heapsnap suspects --snapshot 0 --json app.hsnap");
     cmd->callback([a, rc] { *rc = run_suspects(*a); });
   }
@@ -712,6 +802,7 @@ void add_retainer_commands(CLI::App &app, int *rc) {
     cmd->add_flag("--bytes", d->raw_bytes, "plain byte counts");
     cmd->add_option("-n,--limit", d->limit, "rows (default 20)");
     cmd->add_option("--debug-dir", d->debug_dirs, "directory with separate debug files");
+    add_site_options(cmd, d->sites);
     cmd->footer("Sites are matched by module and offset, so two runs' captures diff too.\n"
                 "Examples:\n  heapsnap diff app.hsnap:0 app.hsnap:3\n  heapsnap diff before.hsnap after.hsnap");
     cmd->callback([d, rc] { *rc = run_diff(*d); });

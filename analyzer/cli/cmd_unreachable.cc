@@ -20,6 +20,8 @@ namespace {
 using json = nlohmann::ordered_json;
 
 int run(const SnapshotArgs &a) {
+  symbolize::FrameFilter filter;
+  if (!make_frame_filter(a.sites, &filter)) return kExitUsage;
   snapshot::HeapSnapshot s;
   if (!load_chosen_snapshot(a, &s)) return kExitInput;
   auto r = snapshot::classify(s, a.interior == "on");
@@ -28,24 +30,31 @@ int run(const SnapshotArgs &a) {
   auto reader = capture::CaptureReader::open(a.file, &err);
   replay::ReplayResult rr = reader ? replay::replay(*reader) : replay::ReplayResult{};
   replay::StackSymbolizer sym(rr.modules, symbolize::command_options(a.debug_dirs));
+  sym.set_frame_filter(std::move(filter));
+  // A block's site: the first frame of the program in its stack or its call site's inline chain.
+  // Grouped by site (StackSymbolizer::site_id), named by an address of it.
+  auto site_of = [&](uint32_t b) {
+    uint32_t st = b < s.stack.size() ? s.stack[b] : 0;
+    return sym.site_id(sym.site_address(rr.stacks, rr.stacks.valid(st) ? st : 0, s.call_site[b]));
+  };
   struct Group {
     uint64_t definite_blocks = 0, definite_bytes = 0, indirect_blocks = 0, indirect_bytes = 0;
   };
-  std::map<uint64_t, Group> by_site;
+  std::map<uint32_t, Group> by_site;
   for (uint32_t b = 0; b < s.blocks(); ++b) {
     if (r.state[b] == snapshot::Reach::kDefinite) {
-      Group &g = by_site[s.call_site[b]];
+      Group &g = by_site[site_of(b)];
       ++g.definite_blocks;
       g.definite_bytes += s.size[b];
     } else if (r.state[b] == snapshot::Reach::kIndirect) {
       uint32_t l = r.leader[b];
       while (l != UINT32_MAX && r.state[l] == snapshot::Reach::kIndirect) l = r.leader[l];
-      Group &g = by_site[l == UINT32_MAX ? s.call_site[b] : s.call_site[l]];
+      Group &g = by_site[site_of(l == UINT32_MAX ? b : l)];
       ++g.indirect_blocks;
       g.indirect_bytes += s.size[b];
     }
   }
-  std::vector<std::pair<uint64_t, Group>> rows(by_site.begin(), by_site.end());
+  std::vector<std::pair<uint32_t, Group>> rows(by_site.begin(), by_site.end());
   std::sort(rows.begin(), rows.end(), [](auto &x, auto &y) {
     return x.second.definite_bytes + x.second.indirect_bytes > y.second.definite_bytes + y.second.indirect_bytes;
   });
@@ -66,9 +75,11 @@ int run(const SnapshotArgs &a) {
     j["unreachable_bytes"] = t.bytes[idx(R::kDefinite)] + t.bytes[idx(R::kIndirect)];
     j["unreachable_blocks"] = t.blocks[idx(R::kDefinite)] + t.blocks[idx(R::kIndirect)];
     json arr = json::array();
-    for (auto &[site, g] : rows) {
-      const auto &fr = sym.frames_of(site);
-      arr.push_back({{"site", fr.empty() ? "" : fr[0].label()}, {"call_site", site},
+    for (auto &[id, g] : rows) {
+      uint64_t site = sym.site_id_address(id);
+      const auto &f = sym.site_frame(site);
+      arr.push_back({{"site", sym.site_label(f)}, {"function", sym.site_function(f)}, {"file", f.file}, {"line", f.line},
+                     {"call_site", site}, {"site_address", site},
                      {"definite_blocks", g.definite_blocks}, {"definite_bytes", g.definite_bytes},
                      {"indirect_blocks", g.indirect_blocks}, {"indirect_bytes", g.indirect_bytes}});
     }
@@ -88,11 +99,11 @@ int run(const SnapshotArgs &a) {
     printf("\n");
     print_styled(Style::kHeader, "lost blocks by allocation site (indirect ones counted at their clique's leader):\n");
   }
-  for (auto &[site, g] : rows) {
-    const auto &fr = sym.frames_of(site);
+  for (auto &[id, g] : rows) {
+    uint64_t site = sym.site_id_address(id);
     printf("  %s definite in %s, %s indirect in %s  %s\n", out_style(Style::kSize, sz(g.definite_bytes), 12).c_str(),
            human_count(g.definite_blocks).c_str(), out_style(Style::kSize, sz(g.indirect_bytes), 12).c_str(),
-           human_count(g.indirect_blocks).c_str(), fr.empty() ? "?" : fr[0].label().c_str());
+           human_count(g.indirect_blocks).c_str(), sym.site_label(sym.site_frame(site)).c_str());
   }
   return kExitOk;
 }
@@ -103,6 +114,7 @@ void add_unreachable_command(CLI::App &app, int *rc) {
   auto a = std::make_shared<SnapshotArgs>();
   CLI::App *cmd = app.add_subcommand("unreachable", "Blocks of a snapshot that nothing reaches: definitely, indirectly and possibly lost, as memcheck counts them.");
   add_snapshot_args(cmd, *a);
+  add_site_options(cmd, a->sites);
   cmd->footer("Example: heapsnap record --snapshot-at-exit -o app.hsnap -- ./app && heapsnap unreachable app.hsnap");
   cmd->callback([a, rc] { *rc = run(*a); });
 }

@@ -4,6 +4,7 @@
 
 #include <CLI/CLI.hpp>
 
+#include "cli/site_options.h"
 #include "snapshot/heap_snapshot.h"
 
 namespace heapsnap::cli {
@@ -16,6 +17,7 @@ struct SnapshotArgs {
   std::string interior = "on";
   std::vector<std::string> debug_dirs;
   size_t limit = 20;
+  SiteOptions sites;  // the commands that name sites add them: add_site_options(cmd, a.sites)
 };
 
 // rows: the command shows rows that -n/--limit limits (path and suspects do not).

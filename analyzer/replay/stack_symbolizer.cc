@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cstdio>
 
+#include "symbolize/readable_name.h"
+
 namespace heapsnap::replay {
 namespace {
 
@@ -21,6 +23,18 @@ std::string DisplayFrame::label(bool with_location) const {
   if (!with_location) return function;
   if (!file.empty()) return function + " (" + basename_of(file) + ":" + std::to_string(line) + ")";
   return function + " (" + module + ")";
+}
+
+std::string DisplayFrame::readable_function() const {
+  return function.empty() ? std::string() : symbolize::readable_name(function);
+}
+
+std::string DisplayFrame::readable_label(bool with_location) const {
+  if (function.empty()) return label(with_location);
+  std::string name = symbolize::readable_name(function);
+  if (!with_location) return name;
+  if (!file.empty()) return name + " (" + basename_of(file) + ":" + std::to_string(line) + ")";
+  return name + " (" + module + ")";
 }
 
 StackSymbolizer::StackSymbolizer(const std::vector<ModuleRecord> &modules,
@@ -94,6 +108,7 @@ const std::vector<DisplayFrame> &StackSymbolizer::frames_of(uint64_t address) {
     f.module = "?";
     f.address = address;
     f.module_offset = address;
+    f.library = filter_.library("", "", "");
     out.push_back(f);
     return cache_[address] = out;
   }
@@ -107,6 +122,7 @@ const std::vector<DisplayFrame> &StackSymbolizer::frames_of(uint64_t address) {
     f.address = address;
     f.module_offset = s.module_offset;
     f.inlined = sf.inlined;
+    f.library = filter_.library(f.function, f.file, hit->path);
     out.push_back(std::move(f));
   }
   if (out.empty()) {
@@ -114,6 +130,7 @@ const std::vector<DisplayFrame> &StackSymbolizer::frames_of(uint64_t address) {
     f.module = hit->name;
     f.address = address;
     f.module_offset = s.module_offset;
+    f.library = filter_.library("", "", hit->path);
     out.push_back(f);
   }
   return cache_[address] = out;
@@ -124,6 +141,77 @@ std::string StackSymbolizer::stable_site(uint64_t address) {
   const Range *r = address ? range_of(address) : nullptr;
   snprintf(buf, sizeof(buf), "%s0x%llx", r ? "+" : "", static_cast<unsigned long long>(r ? address - r->load_bias : address));
   return r ? r->path + buf : std::string(buf);
+}
+
+void StackSymbolizer::set_frame_filter(symbolize::FrameFilter f) {
+  filter_ = std::move(f);
+  cache_.clear();
+  site_tree_ = nullptr;
+  site_memo_.clear();
+  site_id_of_address_.clear();
+  site_id_of_label_.clear();
+  site_id_address_.clear();
+}
+
+bool StackSymbolizer::has_program_frame(uint64_t address) {
+  if (address == 0) return false;  // the truncation marker
+  for (const auto &f : frames_of(address))
+    if (!f.library) return true;
+  return false;
+}
+
+const DisplayFrame &StackSymbolizer::site_frame(uint64_t address) {
+  const auto &frames = frames_of(address);
+  if (all_frames()) return frames[0];
+  for (const auto &f : frames)
+    if (!f.library) return f;
+  return frames.back();
+}
+
+uint64_t StackSymbolizer::site_address(const capture::StackTree &tree, uint32_t stack, uint64_t call_site) {
+  if (!tree.valid(stack)) return call_site;
+  if (call_site == 0) call_site = tree.address(stack);
+  if (all_frames()) return call_site;
+  if (site_tree_ != &tree) {
+    site_tree_ = &tree;
+    site_memo_.clear();
+  }
+  if (site_memo_.size() <= tree.nodes()) site_memo_.resize(tree.nodes() + 1, 0);
+  // Up to the first node already known (or the root), then back down filling in.
+  std::vector<uint32_t> path;
+  uint32_t n = stack;
+  uint64_t above = 1;
+  while (n != 0) {
+    if (site_memo_[n]) {
+      above = site_memo_[n];
+      break;
+    }
+    path.push_back(n);
+    n = tree.parent(n);
+  }
+  for (size_t i = path.size(); i-- > 0;) {
+    uint32_t node = path[i];
+    uint64_t a = tree.address(node);
+    if (has_program_frame(a)) above = a;
+    site_memo_[node] = above;
+  }
+  uint64_t site = site_memo_[stack];
+  return site > 1 ? site : call_site;
+}
+
+uint32_t StackSymbolizer::site_id(uint64_t site_address) {
+  auto [it, fresh] = site_id_of_address_.try_emplace(site_address, 0);
+  if (fresh) {
+    // A frame with a source line is its function and line; one without (no debug information)
+    // stays its address: the function's name alone would merge every call it makes.
+    const DisplayFrame &f = site_frame(site_address);
+    std::string key = f.label() + '\x1f' + f.module;
+    if (f.file.empty()) key += '\x1f' + std::to_string(site_address);
+    auto [lt, new_label] = site_id_of_label_.try_emplace(std::move(key), uint32_t(site_id_address_.size()));
+    if (new_label) site_id_address_.push_back(site_address);
+    it->second = lt->second;
+  }
+  return it->second;
 }
 
 std::vector<DisplayFrame> StackSymbolizer::stack(const capture::StackTree &tree, uint32_t leaf) {

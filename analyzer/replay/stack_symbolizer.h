@@ -8,6 +8,7 @@
 
 #include "capture/stack_tree.h"
 #include "replay/replay.h"
+#include "symbolize/frame_filter.h"
 #include "symbolize/symbolizer.h"
 
 namespace heapsnap::replay {
@@ -20,9 +21,18 @@ struct DisplayFrame {
   uint64_t address = 0;   // the recorded return address
   uint64_t module_offset = 0;
   bool inlined = false;   // an inlined callee of the next frame
+  // The C or C++ library's, an allocation wrapper's, or one that --hide-frames names
+  // (symbolize::FrameFilter): never an allocation's site while the program has a frame.
+  bool library = false;
 
   // "func (file.cc:12)", "func (libfoo.so)", "libfoo.so+0x1234", "[truncated]".
   std::string label(bool with_location = true) const;
+  // The same with the function's name made readable (symbolize::readable_name): "std::string"
+  // for std::__cxx11::basic_string<char, ...>, no default template arguments, long names elided
+  // in the middle.
+  std::string readable_label(bool with_location = true) const;
+  // The function's readable name ("" when unknown).
+  std::string readable_function() const;
 };
 
 class StackSymbolizer {
@@ -49,6 +59,43 @@ class StackSymbolizer {
   std::vector<DisplayFrame> stack(const capture::StackTree &tree, uint32_t leaf);
   std::vector<std::string> warnings() const { return sym_.warnings(); }
 
+  // --- Allocation sites ------------------------------------------------------------------------
+  // An allocation's site is its first frame, walking outward from the allocation call (inlined
+  // frames counting as frames), that is the program's (DisplayFrame::library false). With a stack
+  // (a sampled block) the whole stack is walked, each return address's inline chain included;
+  // with only the call site, its inline chain. When every frame is the library's, the site is the
+  // outermost frame of the call site's inline chain. With --all-frames (FrameFilter::all_frames)
+  // the site is the call site's innermost frame, as it was before sites were chosen.
+
+  // Replaces the rules (the default: the built-in ones). Forgets what was symbolized.
+  void set_frame_filter(symbolize::FrameFilter f);
+  const symbolize::FrameFilter &frame_filter() const { return filter_; }
+  bool all_frames() const { return filter_.all_frames(); }
+
+  // Whether an inline chain of `address` holds a frame of the program.
+  bool has_program_frame(uint64_t address);
+  // The site's frame in the inline chain of `address` (the site address below): its first frame
+  // of the program, else its outermost.
+  const DisplayFrame &site_frame(uint64_t address);
+  // The return address whose inline chain holds the site: the first address of stack `stack`
+  // (leaf first) with a frame of the program; `call_site` when none has, when `stack` is 0 or
+  // not in the tree, and with --all-frames. Remembered per stack node: one pass over a tree's
+  // nodes in all. call_site 0: the stack's own leaf address.
+  uint64_t site_address(const capture::StackTree &tree, uint32_t stack, uint64_t call_site = 0);
+  // One id per distinct site, however many addresses hold it (a function's line reached by
+  // several calls, or through several inline chains): sites with the same function, source line
+  // and module are one (a frame without a source line is its address). Dense, from 0; site_id_address() gives an address of it (the first one seen).
+  uint32_t site_id(uint64_t site_address);
+  uint64_t site_id_address(uint32_t id) const { return site_id_address_[id]; }
+  size_t site_ids() const { return site_id_address_.size(); }
+  // How a site or a frame of a stack is shown: readable, unless --all-frames (then as it was).
+  std::string site_label(const DisplayFrame &f, bool with_location = true) const {
+    return all_frames() ? f.label(with_location) : f.readable_label(with_location);
+  }
+  std::string site_function(const DisplayFrame &f) const {
+    return all_frames() ? f.function : f.readable_function();
+  }
+
  private:
   struct Range {
     uint64_t start, end;
@@ -66,6 +113,14 @@ class StackSymbolizer {
   std::vector<bool> prefetched_;  // per symbolizer handle
   const Range *last_watched_ = nullptr;  // watch(): the range of the previous new frame
   std::unordered_map<uint64_t, std::vector<DisplayFrame>> cache_;
+  symbolize::FrameFilter filter_;
+  // site_address(): per node of site_tree_, 0 unknown, 1 no program frame at or above it, else
+  // the site address.
+  const capture::StackTree *site_tree_ = nullptr;
+  std::vector<uint64_t> site_memo_;
+  std::unordered_map<uint64_t, uint32_t> site_id_of_address_;
+  std::unordered_map<std::string, uint32_t> site_id_of_label_;
+  std::vector<uint64_t> site_id_address_;
 };
 
 }  // namespace heapsnap::replay

@@ -86,7 +86,8 @@ double figure(const StackFigures &f, int m) {
 }
 
 json top_allocators_json(const ReplayResult &r, StackSymbolizer &sym, const ReportOptions &o) {
-  // Sites are named by the innermost frame of their stacks' leaf address, as top-allocators does.
+  // A site is its stacks' first frame of the program (StackSymbolizer::site_address), as
+  // top-allocators names it.
   struct Site {
     std::string label;
     DisplayFrame frame;
@@ -100,13 +101,12 @@ json top_allocators_json(const ReplayResult &r, StackSymbolizer &sym, const Repo
     const auto &f = r.by_stack[id];
     if (f.unused()) continue;
     if (!r.stacks.valid(id)) continue;
-    const auto &frames = sym.frames_of(r.stacks.address(id));
-    if (frames.empty()) continue;
-    std::string key = frames[0].label();
+    const DisplayFrame &site = sym.site_frame(sym.site_address(r.stacks, id));
+    std::string key = site.label();
     Site &s = sites[key];
     if (s.label.empty()) {
-      s.label = key;
-      s.frame = frames[0];
+      s.label = sym.site_label(site);
+      s.frame = site;
     }
     s.sum += f;
     ++s.stacks;
@@ -172,7 +172,7 @@ json leaks_json(const ReplayResult &r, StackSymbolizer &sym, const ReportOptions
     j["bytes"] = whole(f.live_bytes);
     j["blocks"] = whole(f.live_calls);
     auto frames = sym.stack(r.stacks, ids[i]);
-    j["site"] = frames.empty() ? std::string("?") : frames[0].label();
+    j["site"] = sym.site_label(sym.site_frame(sym.site_address(r.stacks, ids[i])));
     j["stack"] = stack_json(frames, o.stack_frames);
     arr.push_back(j);
   }
@@ -193,10 +193,12 @@ struct SiteTable {
   uint32_t of(uint64_t call_site, StackSymbolizer &sym) {
     auto [it, fresh] = index.try_emplace(call_site, uint32_t(rows.size()));
     if (fresh) {
-      const auto &f = sym.frames_of(call_site);
+      // The first frame of the program in the call site's inline chain (the dominator tree groups
+      // blocks by call site: no stack is walked here).
+      const auto &f = sym.site_frame(call_site);
       json j;
-      j["label"] = f.empty() ? hex(call_site) : f[0].label();
-      j["module"] = f.empty() ? std::string() : f[0].module;
+      j["label"] = sym.site_label(f);
+      j["module"] = f.module;
       j["address"] = hex(call_site);
       rows.push_back(j);
     }
@@ -433,6 +435,7 @@ bool build_report_data(const ReportOptions &o, json *out, std::string *error) {
   };
   std::string err;
   StackSymbolizer sym(symbolize::command_options(o.debug_dirs));  // follows the replay: debug files load meanwhile
+  sym.set_frame_filter(o.frame_filter);
   replay::ReplayOptions ro;
   ro.progress = progress("replaying " + o.file);
   sym.follow(ro);

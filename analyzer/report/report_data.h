@@ -14,6 +14,7 @@
 
 #include "report/dominator_icicle.h"
 #include "report/flame_tree.h"
+#include "symbolize/frame_filter.h"
 
 namespace heapsnap::report {
 
@@ -29,6 +30,9 @@ struct ReportOptions {
   size_t max_sites = 4000;        // per-snapshot site table rows (the rest merge into "other")
   bool follow_interior = true;
   std::vector<std::string> debug_dirs;
+  // Which frames are the library's, so that a site is the program's frame (--hide-frames,
+  // --all-frames; replay/stack_symbolizer.h).
+  symbolize::FrameFilter frame_filter;
   // Long phases: ("replaying", done, total), ("snapshot 3/10", done, total).
   std::function<void(const std::string &phase, uint64_t done, uint64_t total)> progress;
 };

@@ -148,6 +148,8 @@ void StackSymbolizer::set_frame_filter(symbolize::FrameFilter f) {
   cache_.clear();
   site_tree_ = nullptr;
   site_memo_.clear();
+  call_site_tree_ = nullptr;
+  call_site_memo_.clear();
   site_id_of_address_.clear();
   site_id_of_label_.clear();
   site_id_address_.clear();
@@ -169,7 +171,7 @@ const DisplayFrame &StackSymbolizer::site_frame(uint64_t address) {
 }
 
 uint64_t StackSymbolizer::site_address(const capture::StackTree &tree, uint32_t stack, uint64_t call_site) {
-  if (!tree.valid(stack)) return call_site;
+  if (!tree.valid(stack)) return call_site_address(tree, call_site);
   if (call_site == 0) call_site = tree.address(stack);
   if (all_frames()) return call_site;
   if (site_tree_ != &tree) {
@@ -197,6 +199,36 @@ uint64_t StackSymbolizer::site_address(const capture::StackTree &tree, uint32_t 
   }
   uint64_t site = site_memo_[stack];
   return site > 1 ? site : call_site;
+}
+
+uint64_t StackSymbolizer::call_site_address(const capture::StackTree &tree, uint64_t call_site, bool *inferred) {
+  if (inferred) *inferred = false;
+  if (call_site == 0 || all_frames() || !infer_call_sites_ || has_program_frame(call_site)) return call_site;
+  if (call_site_tree_ != &tree) {
+    call_site_tree_ = &tree;
+    call_site_memo_.clear();
+    nodes_of_address_.clear();
+    for (uint32_t n = 1; n <= tree.nodes(); ++n) nodes_of_address_[tree.address(n)].push_back(n);
+  }
+  auto [it, fresh] = call_site_memo_.try_emplace(call_site, 1);
+  if (fresh) {
+    auto nodes = nodes_of_address_.find(call_site);
+    uint64_t agreed = 0;
+    if (nodes != nodes_of_address_.end()) {
+      for (uint32_t n : nodes->second) {
+        uint64_t site = site_address(tree, n, call_site);
+        if (site == call_site || (agreed && site_id(site) != site_id(agreed))) {
+          agreed = 0;  // no program frame above this one, or two different ones: no inference
+          break;
+        }
+        agreed = site;
+      }
+    }
+    if (agreed) it->second = agreed;
+  }
+  if (it->second <= 1) return call_site;
+  if (inferred) *inferred = true;
+  return it->second;
 }
 
 uint32_t StackSymbolizer::site_id(uint64_t site_address) {

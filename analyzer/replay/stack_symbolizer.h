@@ -78,10 +78,22 @@ class StackSymbolizer {
   // of the program, else its outermost.
   const DisplayFrame &site_frame(uint64_t address);
   // The return address whose inline chain holds the site: the first address of stack `stack`
-  // (leaf first) with a frame of the program; `call_site` when none has, when `stack` is 0 or
-  // not in the tree, and with --all-frames. Remembered per stack node: one pass over a tree's
+  // (leaf first) with a frame of the program; `call_site` when none has, and with --all-frames;
+  // when `stack` is 0 or not in the tree, call_site_address(call_site). Remembered per stack node: one pass over a tree's
   // nodes in all. call_site 0: the stack's own leaf address.
   uint64_t site_address(const capture::StackTree &tree, uint32_t stack, uint64_t call_site = 0);
+  // An unsampled block has only its call site. When that call site's inline chain is all the
+  // library's (an out-of-line std::map insert, a libstdc++ string grow), the sampled stacks that
+  // pass through the same return address say where the program called it: the site is theirs
+  // when they all agree (`*inferred` set), else the call site, as above. One index of the tree's
+  // addresses, built at the first call.
+  uint64_t call_site_address(const capture::StackTree &tree, uint64_t call_site, bool *inferred = nullptr);
+  // Off: the call site's own inline chain only. For comparing two sampled runs, where what the
+  // draw sampled would make the same code two sites.
+  void set_call_site_inference(bool on) {
+    infer_call_sites_ = on;
+    call_site_tree_ = nullptr;
+  }
   // One id per distinct site, however many addresses hold it (a function's line reached by
   // several calls, or through several inline chains): sites with the same function, source line
   // and module are one (a frame without a source line is its address). Dense, from 0; site_id_address() gives an address of it (the first one seen).
@@ -118,6 +130,12 @@ class StackSymbolizer {
   // the site address.
   const capture::StackTree *site_tree_ = nullptr;
   std::vector<uint64_t> site_memo_;
+  // call_site_address(): per return address, its site from the sampled stacks (0: not worked out
+  // yet; 1: none, or they disagree), and the tree's nodes by address, for the first query.
+  bool infer_call_sites_ = true;
+  const capture::StackTree *call_site_tree_ = nullptr;
+  std::unordered_map<uint64_t, uint64_t> call_site_memo_;
+  std::unordered_map<uint64_t, std::vector<uint32_t>> nodes_of_address_;
   std::unordered_map<uint64_t, uint32_t> site_id_of_address_;
   std::unordered_map<std::string, uint32_t> site_id_of_label_;
   std::vector<uint64_t> site_id_address_;

@@ -72,4 +72,68 @@ Reachability classify(const HeapSnapshot &s, bool follow_interior) {
   return r;
 }
 
+LeakCliques leak_cliques(const graph::CsrGraph &g, uint32_t first_block, uint32_t num_blocks, uint32_t root) {
+  LeakCliques out;
+  const uint32_t n = g.num_nodes;
+  std::vector<uint64_t> seen((size_t(n) + 63) / 64, 0);  // reached, then also claimed by a clique
+  auto test_set = [&](uint32_t v) {
+    uint64_t &w = seen[v >> 6];
+    const uint64_t bit = uint64_t(1) << (v & 63);
+    const bool was = w & bit;
+    w |= bit;
+    return was;
+  };
+  std::vector<uint32_t> stack;
+  if (root < n) {
+    test_set(root);
+    stack.push_back(root);
+  }
+  while (!stack.empty()) {
+    const uint32_t v = stack.back();
+    stack.pop_back();
+    for (uint32_t t : g.successors(v))
+      if (!test_set(t)) stack.push_back(t);
+  }
+  // Cliques, in address order, over what is left: as classify() does.
+  std::vector<uint64_t> leading((size_t(n) + 63) / 64, 0);
+  const uint32_t end = first_block + num_blocks;
+  for (uint32_t b = first_block; b < end; ++b) {
+    if (seen[b >> 6] & (uint64_t(1) << (b & 63))) continue;
+    ++out.unreachable;
+    test_set(b);
+    leading[b >> 6] |= uint64_t(1) << (b & 63);
+    out.leader.push_back(b);
+    out.cycle.push_back(false);
+    stack.push_back(b);
+    while (!stack.empty()) {
+      const uint32_t x = stack.back();
+      stack.pop_back();
+      for (uint32_t t : g.successors(x)) {
+        if (t == b) {
+          out.cycle.back() = true;
+          continue;
+        }
+        if (t < first_block || t >= end) continue;
+        if (!test_set(t)) {
+          ++out.unreachable;
+          stack.push_back(t);
+        } else if (leading[t >> 6] & (uint64_t(1) << (t & 63))) {
+          leading[t >> 6] &= ~(uint64_t(1) << (t & 63));  // an earlier leader joins this clique
+        }
+      }
+    }
+  }
+  size_t k = 0;
+  for (size_t i = 0; i < out.leader.size(); ++i) {
+    const uint32_t b = out.leader[i];
+    if (!(leading[b >> 6] & (uint64_t(1) << (b & 63)))) continue;
+    out.leader[k] = b;
+    out.cycle[k] = out.cycle[i];
+    ++k;
+  }
+  out.leader.resize(k);
+  out.cycle.resize(k);
+  return out;
+}
+
 }  // namespace heapsnap::snapshot

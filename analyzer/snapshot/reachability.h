@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "graph/csr_graph.h"
 #include "snapshot/heap_snapshot.h"
 
 namespace heapsnap::snapshot {
@@ -28,5 +29,18 @@ struct Reachability {
 };
 
 Reachability classify(const HeapSnapshot &s, bool follow_interior = true);
+
+// The same leak cliques over an object graph (snapshot/object_graph.h), for blocks that nodes
+// first_block .. first_block + num_blocks - 1 stand for, in address order: what `root` does not
+// reach is unreachable, and the unreachable blocks fall into cliques as classify() makes them
+// (an unclaimed block leads the clique of what it reaches; an earlier leader reached later joins
+// the later clique). The graph's edges are the ones to follow (interior ones or not, as it was
+// built). Memory: two bits a node and the walk's stack.
+struct LeakCliques {
+  std::vector<uint32_t> leader;  // nodes of the definite blocks, ascending
+  std::vector<bool> cycle;       // per leader: a block of its clique points back at it
+  uint64_t unreachable = 0;      // unreachable block nodes
+};
+LeakCliques leak_cliques(const graph::CsrGraph &g, uint32_t first_block, uint32_t num_blocks, uint32_t root = 0);
 
 }  // namespace heapsnap::snapshot

@@ -1,0 +1,160 @@
+#!/usr/bin/env python3
+"""Roots a C++ developer can read (issue 29.3-29.5): on tests/programs/roots_app.cc, which prints
+the heap bytes each of its structures holds (from libstdc++'s own node types), the exit snapshot
+answers with the variables that hold them, each structure once, and the leaked cycle among the
+biggest answers:
+
+- named: `roots` names g_sessions (a static std::map whose header is in .bss) and g_cache (a
+  global Cache *) with their declared types and lines, and each retains exactly the bytes the
+  program counted; the list a thread holds in a local is that thread's (stack and registers
+  together), not "several roots"; top-retainers and path agree.
+- stripped: without symbols the same memory is held by the module's data, named by module and
+  offset, with the same total.
+- one_answer: suspects names g_sessions once, not its nodes and sessions again as groups;
+  dominators has no row twice under one parent.
+- cycle: the two make_shared objects that point at each other are a cycle in top-retainers,
+  dominators and suspects, with their bytes.
+- types: the allocation frames give the type of at least 90% of the live bytes, with the node,
+  buffer and class names a person writes.
+
+usage: roots_cases.py CASE --heapsnap BIN --programs DIR --workdir DIR
+"""
+import json
+import os
+import subprocess
+
+import casekit
+from casekit import fail, check
+
+
+def run(cmd):
+    return subprocess.run(cmd, capture_output=True, text=True, timeout=600)
+
+
+def record(a, prog, name, extra=()):
+    out = os.path.join(a.workdir, name + ".hsnap")
+    for f in os.listdir(a.workdir):
+        if f.startswith(name + ".hsnap"):
+            os.unlink(os.path.join(a.workdir, f))
+    r = run([a.heapsnap, "record", "-q", "--snapshot-at-exit", "-o", out, *extra, "--",
+             os.path.join(a.programs, prog)])
+    check(r.returncode == 0 and os.path.exists(out), "%s: recorded (%s)" % (name, r.stderr[-300:]))
+    truth = {}
+    for line in r.stdout.splitlines():
+        k, v = line.split()
+        truth[k] = int(v)
+    check({"g_cache", "g_sessions", "list", "cycle"} <= set(truth), "%s: the program's own counts (%s)" % (name, truth))
+    return out, truth
+
+
+def hj(a, *args):
+    r = run([a.heapsnap, *args])
+    if r.returncode != 0:
+        fail("heapsnap %s: exit %d: %s" % (" ".join(args), r.returncode, r.stderr[-500:]))
+    return json.loads(r.stdout)
+
+
+def case_named(a):
+    path, truth = record(a, "roots_app", "named")
+    d = hj(a, "roots", "--json", path)
+    by = {r["name"]: r for r in d["roots"]}
+    s, c = by.get("g_sessions"), by.get("g_cache")
+    check(s is not None and s["kind"] == "static" and s["type"] == "std::map<int, std::unique_ptr<Session>>"
+          and s["line"] > 0, "g_sessions: a static std::map<int, std::unique_ptr<Session>> with its line (%s)" % s)
+    check(s["retained_bytes"] == truth["g_sessions"],
+          "g_sessions retains what the program counts: %d (%d)" % (truth["g_sessions"], s["retained_bytes"]))
+    check(c is not None and c["kind"] == "global" and c["type"] == "Cache *",
+          "g_cache: a global Cache * (%s)" % c)
+    check(c["retained_bytes"] == truth["g_cache"],
+          "g_cache retains what the program counts: %d (%d)" % (truth["g_cache"], c["retained_bytes"]))
+    threads = [r for r in d["roots"] if r["kind"] == "thread" and "stack" in r["name"]]
+    holder = [r for r in threads if r["retained_bytes"] >= truth["list"]]
+    check(len(holder) == 1 and not holder[0]["name"].startswith("main thread"),
+          "the list is its thread's alone: %s" % [(r["name"], r["retained_bytes"]) for r in threads])
+    check(d["roots"][0]["name"] == "g_sessions", "the biggest root first (%s)" % d["roots"][0]["name"])
+    t = hj(a, "top-retainers", "--json", path)
+    top = t["objects"][0]
+    check(top["kind"] == "root" and top["root"]["name"] == "g_sessions" and top["retained_bytes"] == truth["g_sessions"],
+          "top-retainers: g_sessions first, as one row (%s)" % top.get("label"))
+    share = sum(o["share"] for o in t["objects"] if "inside_row" not in o)
+    check(share <= 1.0 + 1e-9, "top-retainers: rows not inside another sum to at most 100%% (%.3f)" % share)
+    # The path from a map node: held by g_sessions.
+    dump = hj(a, "top-retainers", "--json", "--by", "site", path)
+    sites = [g for g in dump.get("groups", dump.get("sites", [])) if "add_sessions" in json.dumps(g)]
+    check(sites, "top-retainers --by site: add_sessions is a site")
+
+
+def case_stripped(a):
+    path, truth = record(a, "roots_app_stripped", "stripped")
+    d = hj(a, "roots", "--json", path)
+    data = [r for r in d["roots"] if r["kind"] == "data" and r["module"] == "roots_app_stripped"]
+    check(len(data) == 1, "one data object for the stripped program's words (%s)" % [r["name"] for r in d["roots"]])
+    want = truth["g_sessions"] + truth["g_cache"]
+    check(data[0]["retained_bytes"] == want,
+          "it retains both structures: %d (%d)" % (want, data[0]["retained_bytes"]))
+    check("no symbol" in data[0]["label"] and "roots_app_stripped+0x" in data[0]["label"],
+          "named by module and offset, and says it has no symbol (%s)" % data[0]["label"])
+
+
+def case_one_answer(a):
+    path, truth = record(a, "roots_app", "one_answer")
+    s = hj(a, "suspects", "--json", path)
+    names = [x["label"] for x in s["suspects"]]
+    check(len(s["suspects"]) == 1 and s["suspects"][0]["kind"] == "root" and
+          s["suspects"][0]["root"]["name"] == "g_sessions", "one suspect: g_sessions (%s)" % names)
+    check(s["groups"] == [], "no group suspect repeats what g_sessions holds (%s)" % [g.get("site") for g in s["groups"]])
+    text = run([a.heapsnap, "suspects", path]).stdout
+    check(text.count("suspect ") == 1 and "held by itself" not in text, "the text says it once:\n" + text)
+    d = hj(a, "dominators", "--json", path)
+
+    def walk(nodes, parent):
+        seen = set()
+        for n in nodes:
+            key = n.get("site", n.get("label"))
+            check(key not in seen, "dominators: %s appears once under %s" % (key, parent))
+            seen.add(key)
+            walk(n.get("children", []), key)
+    walk(d["tree"], "the top")
+
+
+def case_cycle(a):
+    path, truth = record(a, "roots_app", "cycle")
+    t = hj(a, "top-retainers", "--json", path)
+    check(t["unreachable_bytes"] == truth["cycle"], "top-retainers: %d unreachable bytes (%d)" % (truth["cycle"], t["unreachable_bytes"]))
+    u = t["unreachable"]
+    check(len(u) == 1 and u[0]["cycle"] and u[0]["retained_bytes"] == truth["cycle"] and "leak_cycle" in u[0]["site"],
+          "top-retainers: one cycle of %d bytes from leak_cycle (%s)" % (truth["cycle"], u))
+    s = hj(a, "suspects", "--json", path)
+    check(len(s["unreachable"]) == 1 and s["unreachable"][0]["retained_bytes"] == truth["cycle"],
+          "suspects: the cycle (%s)" % s["unreachable"])
+    d = hj(a, "dominators", "--json", path)
+    check(d["unreachable_bytes"] == truth["cycle"] and "leak_cycle" in json.dumps(d["tree"]),
+          "dominators: the cycle's bytes and its site (%d)" % d["unreachable_bytes"])
+    text = run([a.heapsnap, "dominators", path]).stdout
+    check(any("leak_cycle" in l and "unreachable" in l for l in text.splitlines()), "dominators text marks it:\n" + text)
+
+
+def case_types(a):
+    path, truth = record(a, "roots_app", "types")
+    t = hj(a, "types", "--json", "-n", "100", path)
+    check(t["typed_bytes"] >= 0.9 * t["bytes"], "types: %d of %d live bytes typed (at least 90%%)" % (t["typed_bytes"], t["bytes"]))
+    got = {x["type"]: x for x in t["types"]}
+    want = {
+        "std::map<int, std::unique_ptr<Session>> node": truth["sessions"],
+        "std::list<Item> node": truth["list"] // 216 if truth["list"] % 216 == 0 else None,
+        "std::unordered_map<std::string, std::vector<int>> node": 300,
+        "std::vector<int> buffer": 300,
+        "std::unordered_map<std::string, std::vector<int>> buckets": 1,
+    }
+    for name, count in want.items():
+        check(name in got, "types: %s (%s)" % (name, sorted(got)))
+        if count is not None:
+            check(got[name]["count"] == count, "types: %d of %s (%d)" % (count, name, got[name]["count"]))
+    node = got["std::map<int, std::unique_ptr<Session>> node"]
+    check(node["shallow_bytes"] == truth["sessions"] * truth["session_node"],
+          "the map's nodes: %d bytes each" % truth["session_node"])
+    check(node["retained_bytes"] == truth["g_sessions"], "the map's nodes retain the whole map (%d)" % node["retained_bytes"])
+
+
+if __name__ == "__main__":
+    casekit.main(globals(), ["--heapsnap", "--programs"])

@@ -17,6 +17,7 @@
 #include "cli/term_style.h"
 #include "replay/estimate_fit.h"
 #include "replay/replay.h"
+#include "replay/frame_types.h"
 #include "replay/stack_symbolizer.h"
 
 namespace heapsnap::cli {
@@ -74,6 +75,10 @@ void add_site_json(json &j, replay::StackSymbolizer &sym, const capture::StackTr
   j["line"] = f.line;
   j["module"] = f.module;
   j["site_innermost"] = tree.valid(stack) ? sym.frames_of(tree.address(stack))[0].label() : std::string();
+  if (tree.valid(stack)) {
+    std::string type = replay::type_from_frames(sym.stack(tree, stack));
+    if (!type.empty()) j["type"] = type;
+  }
 }
 
 std::string size_str(const Common &c, double b) {
@@ -244,6 +249,8 @@ int run_top(const TopOpts &o) {
   if (!load(o, &L, &rc)) return rc;
   auto &r = L.r;
   replay::EstimateFits fits = fits_of(r);
+  const bool by_type = o.by == "type";  // rows are types, ranked by bytes allocated
+  const std::string by = by_type ? "bytes" : o.by;
   uint64_t samples = 0;  // sampled allocation events the split by site is estimated from
   std::map<std::string, SiteRow> sites;
   for (uint32_t id = 1; id < r.by_stack.size(); ++id) {
@@ -256,6 +263,11 @@ int run_top(const TopOpts &o) {
     const replay::DisplayFrame &site = L.sym->site_frame(L.sym->site_address(r.stacks, id));
     std::string key = site.label();
     std::string label = L.sym->site_label(site);
+    if (by_type) {  // the type the allocation's frames name (replay/frame_types.h)
+      label = replay::type_from_frames(L.sym->stack(r.stacks, id));
+      if (label.empty()) label = "(no type in the frames)";
+      key = label;
+    }
     if (f.pool) {
       // Objects of a client-API pool are labelled with the pool's name.
       const replay::PoolInfo *pi = r.pool(f.pool);
@@ -278,12 +290,12 @@ int run_top(const TopOpts &o) {
   std::vector<SiteRow *> rows;
   for (auto &[k, v] : sites) rows.push_back(&v);
   std::sort(rows.begin(), rows.end(), [&](SiteRow *a, SiteRow *b) {
-    return metric(a->sum, o.by) > metric(b->sum, o.by);
+    return metric(a->sum, by) > metric(b->sum, by);
   });
   if (rows.size() > o.limit) rows.resize(o.limit);
   for (SiteRow *row : rows)
     std::sort(row->stacks.begin(), row->stacks.end(), [&](auto &a, auto &b) {
-      return metric(a.second, o.by) > metric(b.second, o.by);
+      return metric(a.second, by) > metric(b.second, by);
     });
 
   if (o.json) {
@@ -295,7 +307,8 @@ int run_top(const TopOpts &o) {
     json arr = json::array();
     for (SiteRow *row : rows) {
       json s;
-      s["site"] = row->label;
+      if (by_type) s["type"] = row->label;
+      s["site"] = by_type ? L.sym->site_label(row->frame) : row->label;
       s["function"] = L.sym->site_function(row->frame);
       s["file"] = row->frame.file;
       s["line"] = row->frame.line;
@@ -334,7 +347,7 @@ int run_top(const TopOpts &o) {
     return kExitOk;
   }
   bool est = r.sample_bytes() > 1;
-  printf("%s%s — %s\n", out_style(Style::kHeading, "top allocation sites by " + o.by).c_str(),
+  printf("%s%s — %s\n", out_style(Style::kHeading, by_type ? "top allocated types by bytes" : "top allocation sites by " + o.by).c_str(),
          out_style(Style::kEstimate, est ? " (sampled estimates, ~)" : " (every allocation recorded)").c_str(),
          o.file.c_str());
   auto sz = [&](double b) { return size_str(o, b); };
@@ -342,15 +355,15 @@ int run_top(const TopOpts &o) {
          human_count(r.totals.alloc_calls()).c_str(), size_str(o, double(r.totals.bytes_allocated())).c_str(),
          peak_text(peak_of(r), sz).c_str(), size_str(o, double(r.totals.heap_bytes())).c_str());
   if (fits.fitted)
-    print_styled(Style::kEstimate, "sites below split those totals as estimated from %s sampled allocations (~)\n",
+    print_styled(Style::kEstimate, "%s below split those totals as estimated from %s sampled allocations (~)\n", by_type ? "types" : "sites",
                  human_count(samples).c_str());
   printf("\n");
-  print_styled(Style::kHeader, "%12s %12s %12s %12s  %s\n", "allocated", "calls", "at peak", "leaked", "site");
+  print_styled(Style::kHeader, "%12s %12s %12s %12s  %s\n", "allocated", "calls", "at peak", "leaked", by_type ? "type" : "site");
   // The column the table is ranked by is the one in colour.
   auto cell = [&](const char *column, const std::string &text) {
     char padded[64];
     snprintf(padded, sizeof(padded), "%12s", text.c_str());
-    return o.by == column ? out_style(Style::kSize, padded) : std::string(padded);
+    return by == column ? out_style(Style::kSize, padded) : std::string(padded);
   };
   for (SiteRow *row : rows) {
     printf("%s %s %s %s  %s\n", cell("bytes", size_str(o, row->sum.alloc_bytes)).c_str(),
@@ -362,7 +375,7 @@ int run_top(const TopOpts &o) {
              human_count(row->sum.reallocs - row->sum.realloc_moves).c_str());
     for (size_t i = 0; i < row->stacks.size() && i < o.stacks_per_site; ++i) {
       printf("%12s %s of it from:\n", "",
-             out_style(Style::kSize, size_str(o, metric(row->stacks[i].second, o.by == "calls" ? "bytes" : o.by))).c_str());
+             out_style(Style::kSize, size_str(o, metric(row->stacks[i].second, by == "calls" ? "bytes" : by))).c_str());
       auto frames = L.sym->stack(r.stacks, row->stacks[i].first);
       print_stack(o, *L.sym, frames, "              ");
     }
@@ -515,11 +528,13 @@ int run_live(const Common &o, bool at_peak) {
   }
   for (const Row &row : rows) {
     const replay::DisplayFrame &site = L.sym->site_frame(L.sym->site_address(r.stacks, row.id));
-    printf("%s in %s blocks%s from %s:\n", out_style(Style::kSize, size_str(o, row.bytes)).c_str(),
+    const auto frames = L.sym->stack(r.stacks, row.id);
+    const std::string type = replay::type_from_frames(frames);
+    printf("%s in %s blocks%s from %s%s:\n", out_style(Style::kSize, size_str(o, row.bytes)).c_str(),
            (est ? est_count_str(row.blocks) : count_str(row.blocks)).c_str(),
            row.pool && fits.fitted ? out_style(Style::kEstimate, " (client-API pool: not in the exact totals)").c_str() : "",
-           L.sym->site_label(site).c_str());
-    print_stack(o, *L.sym, L.sym->stack(r.stacks, row.id), "  ");
+           L.sym->site_label(site).c_str(), type.empty() ? "" : (" [" + type + "]").c_str());
+    print_stack(o, *L.sym, frames, "  ");
   }
   if (all > rows.size()) print_styled(Style::kEstimate, "... %zu more stacks (-n to show more)\n", all - rows.size());
   if (all == 0) printf("(no %s)\n", at_peak ? "sampled blocks live at the peak" : "sampled block left allocated");
@@ -604,8 +619,8 @@ void add_replay_commands(CLI::App &app, int *rc) {
     auto o = std::make_shared<TopOpts>();
     CLI::App *cmd = app.add_subcommand("top-allocators", "Allocation sites ranked by bytes, calls, bytes live at the peak, or bytes leaked.");
     add_common(cmd, *o);
-    cmd->add_option("--by", o->by, "bytes (default), calls, peak or leaked")
-        ->check(CLI::IsMember({"bytes", "calls", "peak", "leaked"}));
+    cmd->add_option("--by", o->by, "bytes (default), calls, peak or leaked; type: rows are the types the allocations' frames name, by bytes")
+        ->check(CLI::IsMember({"bytes", "calls", "peak", "leaked", "type"}));
     cmd->add_option("--stacks", o->stacks_per_site, "heaviest stacks shown per site (default 2)");
     cmd->footer("A site is the allocation's first frame, walking outward (inlined frames count), that is the program's:\n"
                 "not the C++ or C library's (std::, operator new, malloc, libstdc++.so, libc.so, /usr/include/c++/...),\n"

@@ -98,7 +98,8 @@ std::vector<TopRow> top_rows(Context &c, size_t limit) {
 
 int run_top(const TopArgs &a) {
   Context c;
-  if (!load(a, &c, a.by == "site", a.stats)) return load_failed(c);
+  if (!load(a, &c, a.by != "object", a.stats)) return load_failed(c);
+  if (a.by == "type") return print_types(c, a);
   const auto &g = c.graph;
   uint64_t total = g.total_bytes();
   json out;
@@ -283,6 +284,14 @@ int run_dominators(const DomArgs &a) {
   Context c;
   if (!load(a, &c, true, false)) return load_failed(c);
   const auto &g = c.graph;
+  // What makes a group: the block's site, or with --by type its type (replay/block_types.h).
+  const bool by_type = a.by == "type";
+  auto key_of = [&](uint32_t b) -> uint64_t { return by_type ? c.types().group_of[b] : c.site_id(b); };
+  auto group_label = [&](uint32_t b) {
+    if (!by_type) return c.site_label(b);
+    const std::string &t = c.types().type_of(b);
+    return (t.empty() ? std::string("(no type known)") : t) + " from " + c.site_label(b);
+  };
   // A group is the set of dominator-tree nodes with the same site under the same parent group.
   // Expanded breadth first, one level at a time, with a fresh small map per group (dotMemory's
   // lesson: clearing one big map per level dominated their run time). The roots are not levels
@@ -300,7 +309,7 @@ int run_dominators(const DomArgs &a) {
   };
   auto add = [&](std::unordered_map<uint64_t, Group> &groups, uint32_t ch, bool unreachable, uint32_t holder) {
     uint32_t b = ObjectGraph::block_of(ch);
-    uint64_t site = c.site_id(b);
+    uint64_t site = key_of(b);
     uint64_t key = site * 2 + unreachable;
     Group &gr = groups[key];
     if (!gr.count) {
@@ -321,7 +330,7 @@ int run_dominators(const DomArgs &a) {
       std::vector<uint32_t> next;
       for (uint32_t p : frontier)
         for (uint32_t ch : g.children.successors(p))
-          if (c.site_id(ObjectGraph::block_of(ch)) == gr.site) next.push_back(ch);
+          if (key_of(ObjectGraph::block_of(ch)) == gr.site) next.push_back(ch);
       if (next.empty()) break;
       ++gr.levels;
       for (uint32_t ch : next) {
@@ -360,20 +369,21 @@ int run_dominators(const DomArgs &a) {
       o["shallow_bytes"] = gr->shallow;
       o["retained_bytes"] = gr->retained;
       o["levels"] = gr->levels;
+      if (by_type) o["group"] = group_label(gr->example);
       std::string held = holders_text(*gr);
       if (!held.empty()) o["held_by"] = held;
       if (gr->unreachable) o["unreachable"] = true;
       if (!a.json) {
         std::string nested = gr->levels > 1 ? ", nested " + human_count(gr->levels) + " levels deep" : "";
-        printf("%*s%s  %s retained, %s objects%s, %s shallow%s\n", level * 2, "", c.site_label(gr->example).c_str(),
-               c.szc(double(gr->retained)).c_str(), human_count(gr->count).c_str(), nested.c_str(),
+        printf("%*s%s  %s retained, %s object%s%s, %s shallow%s\n", level * 2, "", group_label(gr->example).c_str(),
+               c.szc(double(gr->retained)).c_str(), human_count(gr->count).c_str(), gr->count == 1 ? "" : "s", nested.c_str(),
                c.sz(double(gr->shallow)).c_str(), held.empty() ? "" : (" — " + held).c_str());
       }
       if (level + 1 < a.depth) {
         std::unordered_map<uint64_t, Group> kids;
         for (uint32_t p : gr->nodes)
           for (uint32_t ch : g.children.successors(p))
-            if (c.site_id(ObjectGraph::block_of(ch)) != gr->site) add(kids, ch, gr->unreachable, UINT32_MAX);
+            if (key_of(ObjectGraph::block_of(ch)) != gr->site) add(kids, ch, gr->unreachable, UINT32_MAX);
         json k = emit(kids, level + 1);
         if (!k.empty()) o["children"] = k;
       }
@@ -384,7 +394,7 @@ int run_dominators(const DomArgs &a) {
   if (!a.json)
     printf("%s (%s)\n\n",
            out_style(Style::kHeading, "dominator tree of snapshot " + std::to_string(c.snap.info.index) +
-                                          " grouped by allocation site").c_str(),
+                                          (by_type ? " grouped by type" : " grouped by allocation site")).c_str(),
            heap_summary(c).c_str());
   // The first level: the blocks each root holds alone, those several roots hold, and the leak
   // cliques.
@@ -546,7 +556,8 @@ void add_retainer_commands(CLI::App &app, int *rc) {
     auto a = std::make_shared<TopArgs>();
     CLI::App *cmd = app.add_subcommand("top-retainers", "Objects (or allocation sites) that keep the most memory alive: retained vs shallow bytes.");
     add_snapshot_args(cmd, *a);
-    cmd->add_option("--by", a->by, "object (default) or site")->check(CLI::IsMember({"object", "site"}));
+    cmd->add_option("--by", a->by, "object (default), site, or type (as `heapsnap types`)")
+        ->check(CLI::IsMember({"object", "site", "type"}));
     cmd->add_flag("--stats", a->stats, "print graph sizes, timings and memory per node on stderr");
     cmd->add_option("--frames", a->frames, "stack frames per object (default 6)");
     add_site_options(cmd, a->sites);
@@ -559,6 +570,7 @@ void add_retainer_commands(CLI::App &app, int *rc) {
     add_snapshot_args(cmd, *a);
     cmd->add_option("--depth", a->depth, "levels to expand (default 4)");
     cmd->add_option("--min-bytes", a->min_bytes, "hide groups retaining less (e.g. 1M)");
+    cmd->add_option("--by", a->by, "site (default) or type: what makes a group")->check(CLI::IsMember({"site", "type"}));
     add_site_options(cmd, a->sites);
     cmd->footer("Examples:\n  heapsnap dominators app.hsnap --depth 3 --min-bytes 1M\n  heapsnap dominators --snapshot 2 --json app.hsnap");
     cmd->callback([a, rc] { *rc = run_dominators(*a); });

@@ -110,13 +110,16 @@ int run_suspects(const SnapshotArgs &a) {
     if (sg.retained[i] * 10 > total && sg.count[i] > 1) order.push_back(i);
   std::sort(order.begin(), order.end(), [&](uint32_t x, uint32_t y) { return sg.retained[x] > sg.retained[y]; });
   json groups = json::array();
-  // One answer per structure: a group held wholly by one single-object suspect is that suspect's
-  // content (listed under its accumulation point), not a suspect of its own.
+  // One answer per structure: a group that single-object suspects hold (90% of its bytes or more)
+  // is their content, listed under their accumulation points, not a suspect of its own.
   const std::unordered_set<uint32_t> suspect_set(suspects.begin(), suspects.end());
   for (uint32_t i : order) {
     std::vector<std::pair<uint32_t, uint64_t>> hs(sg.holders[i].begin(), sg.holders[i].end());
     std::sort(hs.begin(), hs.end(), [](auto &x, auto &y) { return x.second != y.second ? x.second > y.second : x.first < y.first; });
-    if (hs.size() == 1 && suspect_set.count(hs[0].first)) continue;
+    uint64_t in_suspects = 0;  // what single-object suspects hold of the group (a root stands for its object)
+    for (const auto &[holder, bytes] : hs)
+      if (suspect_set.count(holder) || suspect_set.count(c.rep(holder))) in_suspects += bytes;
+    if (in_suspects * 10 >= sg.retained[i] * 9) continue;
     std::string held = hs.empty() ? "" : holder_text(c, hs[0].first);
     if (hs.size() > 1) held += " and " + human_count(hs.size() - 1) + " other" + (hs.size() == 2 ? "" : "s");
     json o = c.site_json(sg.example[i]);

@@ -5,7 +5,6 @@
 #include <algorithm>
 #include <cstdio>
 #include <iostream>
-#include <unordered_map>
 
 #include "cli/commands.h"
 #include "cli/format.h"
@@ -13,85 +12,29 @@
 #include "cli/term_style.h"
 #include "snapshot/group_retained.h"
 #include "snapshot/object_graph.h"
-#include "symbolize/demangle.h"
-#include "cli/replay_load.h"
-#include "replay/frame_types.h"
-#include "replay/stack_symbolizer.h"
+#include "cli/retainers_context.h"
 
 namespace heapsnap::cli {
-namespace {
 
-using json = nlohmann::ordered_json;
-
-// "7Session" (as std::type_info::name() gives it) to "Session" (replay/frame_types.h).
-std::string class_name(const std::string &mangled) {
-  std::string d = symbolize::demangle(("_ZTS" + mangled).c_str());
-  const std::string prefix = "typeinfo name for ";
-  return d.rfind(prefix, 0) == 0 ? replay::type_from_class(d.substr(prefix.size())) : mangled;
-}
-
-int run(const SnapshotArgs &a) {
-  // The capture's modules and stacks (for the types the allocation frames give), then the snapshot.
-  replay::ReplayResult capture = load_capture_context(a.file);
-  snapshot::HeapSnapshot s;
-  snapshot::LoadOptions lo;
-  lo.identity = false;
-  lo.edge_offsets = false;
-  if (!load_chosen_snapshot(a, &s, lo)) return kExitInput;
-  replay::StackSymbolizer sym(capture.modules, symbolize::command_options(a.debug_dirs));
-  // The groups: 0 for blocks of no known type, then one per type name. A class the vtable
-  // names wins over what the frames say (a factory's Base * is its Derived).
-  std::vector<std::string> names{""};
-  std::vector<const char *> how{""};
-  std::unordered_map<std::string, uint32_t> group_by_name;
-  auto group_named = [&](const std::string &name, const char *source) {
-    auto [it, fresh] = group_by_name.try_emplace(name, uint32_t(names.size()));
-    if (fresh) {
-      names.push_back(name);
-      how.push_back(source);
-    } else if (how[it->second] != source) {
-      how[it->second] = "vtable, frames";
-    }
-    return it->second;
-  };
-  std::vector<uint32_t> vtable_group(s.type_names.size() + 1, 0);
-  for (size_t t = 0; t < s.type_names.size(); ++t) vtable_group[t + 1] = group_named(class_name(s.type_names[t]), "vtable");
-  std::unordered_map<uint64_t, uint32_t> site_group;  // an unsampled block's type: its call site's
-  std::vector<uint32_t> group_of(s.blocks(), 0);
-  for (uint32_t b = 0; b < s.blocks(); ++b) {
-    if (!s.type.empty() && s.type[b]) {
-      group_of[b] = vtable_group[s.type[b]];
-    } else if (s.stack[b] && capture.stacks.valid(s.stack[b])) {
-      std::string t = replay::type_from_frames(sym.stack(capture.stacks, s.stack[b]));
-      group_of[b] = t.empty() ? 0 : group_named(t, "frames");
-    } else {
-      auto [it, fresh] = site_group.try_emplace(s.call_site[b], 0);
-      if (fresh) {
-        std::string t = replay::type_from_frames(sym.frames_of(s.call_site[b]));
-        it->second = t.empty() ? 0 : group_named(t, "frames");
-      }
-      group_of[b] = it->second;
-    }
-  }
-  const size_t groups = names.size();
+// The types histogram of a loaded snapshot, by retained bytes (also top-retainers --by type).
+int print_types(retainers::Context &c, const SnapshotArgs &a) {
+  using json = nlohmann::ordered_json;
+  const auto &s = c.snap;
+  const replay::BlockTypes &types = c.types();
+  const size_t groups = types.groups();
   uint64_t typed_blocks = 0, typed_bytes = 0, all_bytes = 0;
   std::vector<uint64_t> all_count(groups, 0), all_shallow(groups, 0);
   for (uint32_t b = 0; b < s.blocks(); ++b) {
-    all_count[group_of[b]] += 1;
-    all_shallow[group_of[b]] += s.size[b];
+    const uint32_t t = types.group_of[b];
+    all_count[t] += 1;
+    all_shallow[t] += s.size[b];
     all_bytes += s.size[b];
-    if (group_of[b]) {
+    if (t) {
       ++typed_blocks;
       typed_bytes += s.size[b];
     }
   }
-  snapshot::GraphOptions go;
-  go.follow_interior = a.interior == "on";
-  go.with_children = true;
-  go.release_edges = true;
-  go.keep_csr = false;
-  snapshot::ObjectGraph g = snapshot::build_object_graph(s, go);
-  snapshot::GroupFigures f = snapshot::retained_by_group(g, s, group_of, groups);
+  snapshot::GroupFigures f = snapshot::retained_by_group(c.graph, s, types.group_of, groups);
   std::vector<uint32_t> order;
   for (uint32_t t = 1; t < groups; ++t)
     if (all_count[t]) order.push_back(t);
@@ -104,14 +47,18 @@ int run(const SnapshotArgs &a) {
     json j;
     j["file"] = a.file;
     j["snapshot"] = s.info.index;
+    j["by"] = "type";
     j["blocks"] = s.blocks();
     j["bytes"] = all_bytes;
     j["typed_blocks"] = typed_blocks;
     j["typed_bytes"] = typed_bytes;
     json arr = json::array();
-    for (uint32_t t : order)
-      arr.push_back({{"type", names[t]}, {"how", how[t]}, {"count", all_count[t]}, {"shallow_bytes", all_shallow[t]},
-                     {"reachable_count", f.count[t]}, {"retained_bytes", f.retained[t]}});
+    for (uint32_t t : order) {
+      json o = {{"type", types.name[t]}, {"how", types.how[t]}, {"count", all_count[t]}, {"shallow_bytes", all_shallow[t]},
+                {"instances", f.instances[t]}, {"retained_bytes", f.retained[t]}};
+      if (f.first_block[t] != UINT32_MAX) o["example"] = retainers::hex(s.addr[f.first_block[t]]);
+      arr.push_back(o);
+    }
     j["types"] = arr;
     std::cout << j.dump(2) << "\n";
     return kExitOk;
@@ -122,18 +69,27 @@ int run(const SnapshotArgs &a) {
          sz(all_bytes).c_str(), all_bytes ? 100.0 * double(typed_bytes) / double(all_bytes) : 0.0);
   if (order.empty()) {
     printf("no block's type is known: no polymorphic C++ object (vtable), no allocation through the C++\n"
-           "library's allocators (or the capture predates format 3.2)\n");
+           "library's allocators, no pointer variable with debug information (or the capture predates format 3.2)\n");
     return kExitOk;
   }
-  print_styled(Style::kHeader, "%10s %12s %12s  %-8s %s\n", "objects", "shallow", "retained", "from", "type");
+  print_styled(Style::kHeader, "%10s %12s %12s  %-9s %s\n", "objects", "shallow", "retained", "from", "type");
   for (uint32_t t : order)
-    printf("%10s %12s %s  %-8s %s\n", human_count(all_count[t]).c_str(), sz(all_shallow[t]).c_str(),
-           out_style(Style::kSize, sz(f.retained[t]), 12).c_str(), how[t], names[t].c_str());
+    printf("%10s %12s %s  %-9s %s\n", human_count(all_count[t]).c_str(), sz(all_shallow[t]).c_str(),
+           out_style(Style::kSize, sz(f.retained[t]), 12).c_str(), types.how[t].c_str(), types.name[t].c_str());
   printf("\n%s\n", out_style(Style::kEstimate,
                               "retained: what the type's objects keep alive, each object once (nested ones of the same type "
-                              "count in the outer one). from: vtable (the object's class, read at snapshot time) or frames "
-                              "(its allocation's frames; identical-code folding at -O2 can name a same-sized T)").c_str());
+                              "count in the outer one; unreachable ones too). from: vtable (the object's class, read at "
+                              "snapshot time), frames (its allocation's frames; identical-code folding at -O2 can name a "
+                              "same-sized T) or variable (the pointee type of the pointer variable that holds it)").c_str());
   return kExitOk;
+}
+
+namespace {
+
+int run(const SnapshotArgs &a) {
+  retainers::Context c;
+  if (!retainers::load(a, &c, true, false)) return retainers::load_failed(c);
+  return print_types(c, a);
 }
 
 }  // namespace
@@ -148,7 +104,9 @@ void add_types_command(CLI::App &app, int *rc) {
       "the snapshot reads the class's std::type_info name there when it is taken (a `Base *` made by a\n"
       "factory shows as its Derived class, with or without symbols). Other blocks get the type their\n"
       "allocation's frames name: std::map<K, V> node, std::vector<T> buffer, std::string buffer,\n"
-      "X (make_shared), X (make_unique). A plain `new T` or a C malloc has no type here.\n"
+      "X (make_shared), X (make_unique). A block a global or static pointer variable points to is of\n"
+      "the variable's pointee type (`Cache *g_cache`: a Cache), with debug information. A plain\n"
+      "`new T` held elsewhere, or a C malloc, has no type here.\n"
       "Example: heapsnap types --snapshot 0 app.hsnap");
   cmd->callback([a, rc] { *rc = run(*a); });
 }

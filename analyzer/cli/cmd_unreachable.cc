@@ -11,6 +11,7 @@
 #include "cli/snapshot_args.h"
 #include "cli/term_style.h"
 #include "replay/replay.h"
+#include "replay/block_types.h"
 #include "replay/stack_symbolizer.h"
 #include "snapshot/reachability.h"
 
@@ -37,13 +38,23 @@ int run(const SnapshotArgs &a) {
     uint32_t st = b < s.stack.size() ? s.stack[b] : 0;
     return sym.site_id(sym.site_address(rr.stacks, rr.stacks.valid(st) ? st : 0, s.call_site[b]));
   };
+  // The type of the lost blocks of a site (replay/block_types.h): its definite blocks' type, or
+  // several.
+  const replay::BlockTypes types = replay::block_types(s, rr.stacks, sym);
   struct Group {
     uint64_t definite_blocks = 0, definite_bytes = 0, indirect_blocks = 0, indirect_bytes = 0;
+    uint32_t type = 0;
+    bool mixed = false;
+  };
+  auto type_text = [&](const Group &g) -> std::string {
+    return g.mixed ? "several types" : types.name[g.type];
   };
   std::map<uint32_t, Group> by_site;
   for (uint32_t b = 0; b < s.blocks(); ++b) {
     if (r.state[b] == snapshot::Reach::kDefinite) {
       Group &g = by_site[site_of(b)];
+      if (g.definite_blocks && g.type != types.group_of[b]) g.mixed = true;
+      g.type = types.group_of[b];
       ++g.definite_blocks;
       g.definite_bytes += s.size[b];
     } else if (r.state[b] == snapshot::Reach::kIndirect) {
@@ -81,7 +92,8 @@ int run(const SnapshotArgs &a) {
       arr.push_back({{"site", sym.site_label(f)}, {"function", sym.site_function(f)}, {"file", f.file}, {"line", f.line},
                      {"call_site", site}, {"site_address", site},
                      {"definite_blocks", g.definite_blocks}, {"definite_bytes", g.definite_bytes},
-                     {"indirect_blocks", g.indirect_blocks}, {"indirect_bytes", g.indirect_bytes}});
+                     {"indirect_blocks", g.indirect_blocks}, {"indirect_bytes", g.indirect_bytes},
+                     {"type", type_text(g)}});
     }
     j["by_site"] = arr;
     std::cout << j.dump(2) << "\n";
@@ -101,9 +113,11 @@ int run(const SnapshotArgs &a) {
   }
   for (auto &[id, g] : rows) {
     uint64_t site = sym.site_id_address(id);
-    printf("  %s definite in %s, %s indirect in %s  %s\n", out_style(Style::kSize, sz(g.definite_bytes), 12).c_str(),
+    const std::string type = type_text(g);
+    printf("  %s definite in %s, %s indirect in %s  %s%s\n", out_style(Style::kSize, sz(g.definite_bytes), 12).c_str(),
            human_count(g.definite_blocks).c_str(), out_style(Style::kSize, sz(g.indirect_bytes), 12).c_str(),
-           human_count(g.indirect_blocks).c_str(), sym.site_label(sym.site_frame(site)).c_str());
+           human_count(g.indirect_blocks).c_str(), sym.site_label(sym.site_frame(site)).c_str(),
+           type.empty() ? "" : ("  [" + type + "]").c_str());
   }
   return kExitOk;
 }

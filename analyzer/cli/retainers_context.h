@@ -23,6 +23,7 @@
 #include "cli/replay_load.h"
 #include "cli/snapshot_args.h"
 #include "cli/term_style.h"
+#include "replay/block_types.h"
 #include "replay/replay.h"
 #include "replay/stack_symbolizer.h"
 #include "snapshot/object_graph.h"
@@ -81,9 +82,15 @@ struct Context {
   // object a pointer variable points to), else its own node. See index_roots().
   std::vector<std::pair<uint32_t, uint32_t>> root_kids;
   std::vector<uint32_t> root_rep;
+  std::unique_ptr<replay::BlockTypes> types_;  // types(): made on first use
   std::unique_ptr<GraphStatsReport> stats;  // --stats; last, so that it prints first
   bool usage_error = false;                  // load(): a bad --hide-frames
 
+  // Each block's type and how it was known (replay/block_types.h).
+  const replay::BlockTypes &types() {
+    if (!types_) types_ = std::make_unique<replay::BlockTypes>(replay::block_types(snap, capture.stacks, *sym, &roots));
+    return *types_;
+  }
   std::string sz(double b) const { return args.raw_bytes ? std::to_string(uint64_t(b + 0.5)) : human_bytes(b); }
   // The same in the size colour, padded to `width` first (see out_style).
   std::string szc(double b, int width = 0) const { return out_style(Style::kSize, sz(b), width); }
@@ -114,6 +121,11 @@ struct Context {
     bool inferred = false;
     if (!stack_of(block)) sym->call_site_address(capture.stacks, snap.call_site[block], &inferred);
     j["site_from"] = stack_of(block) ? "stack" : inferred ? "sampled_stacks_through_call_site" : "call_site";
+    const auto &t = types();
+    if (t.group_of[block]) {
+      j["type"] = t.type_of(block);
+      j["type_from"] = t.how[t.group_of[block]];
+    }
     return j;
   }
   // The block's stack for people: readable, cut to max_frames with the program's frames first
@@ -215,7 +227,8 @@ struct Context {
     std::string what = cycle(leader) ? "cycle of " + human_count(n) + " block" + (n == 1 ? "" : "s")
                        : n == 1     ? std::string("unreachable block")
                                     : human_count(n) + " unreachable blocks";
-    return what + ", leader " + hex(snap.addr[b]) + " at " + site_label(b);
+    const std::string &type = types().type_of(b);
+    return what + ", leader " + (type.empty() ? "" : type + " ") + hex(snap.addr[b]) + " at " + site_label(b);
   }
   // The "held by" line of node v.
   std::string held_by(uint32_t v) {
@@ -229,7 +242,8 @@ struct Context {
     if (graph.is_root(v)) return root_label(v);
     if (is_leader(v)) return cluster_label(v);
     const uint32_t b = ObjectGraph::block_of(v);
-    return hex(snap.addr[b]) + " at " + site_label(b);
+    const std::string &type = types().type_of(b);
+    return (type.empty() ? "" : type + " ") + hex(snap.addr[b]) + " at " + site_label(b);
   }
   json root_json(uint32_t v) const {
     const auto &o = root_of(v);
@@ -279,6 +293,7 @@ struct TopArgs : SnapshotArgs {
   size_t frames = 6;
 };
 struct DomArgs : SnapshotArgs {
+  std::string by = "site";
   int depth = 4;
   std::string min_bytes = "0";
 };
@@ -301,3 +316,8 @@ int run_roots(const SnapshotArgs &a);
 int run_diff(const DiffArgs &d);
 
 }  // namespace heapsnap::cli::retainers
+
+namespace heapsnap::cli {
+// The types histogram (cmd_types.cc): `types`, and `top-retainers --by type`.
+int print_types(retainers::Context &c, const SnapshotArgs &a);
+}  // namespace heapsnap::cli

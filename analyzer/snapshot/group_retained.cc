@@ -19,7 +19,7 @@ GroupFigures retained_by_group(const ObjectGraph &g, const HeapSnapshot &s, cons
   while (!stack.empty()) {
     auto [v, leaving] = stack.back();
     stack.pop_back();
-    if (v != 0) {
+    if (g.is_block(v)) {  // root objects and the leak node only lead to blocks
       uint32_t b = ObjectGraph::block_of(v);
       uint32_t grp = group_of[b];
       if (leaving) {

@@ -15,13 +15,14 @@ namespace heapsnap::snapshot {
 struct GroupFigures {
   std::vector<uint64_t> retained;     // per group
   std::vector<uint64_t> shallow;      // the members' own bytes
-  std::vector<uint64_t> count;        // members reachable from a root
+  std::vector<uint64_t> count;        // members in the dominator tree
   std::vector<uint64_t> instances;    // members with no member of the group above them
   std::vector<uint32_t> first_block;  // a member (the first the walk met), UINT32_MAX if none
 };
 
 // group_of[b]: block b's group (< groups). The graph needs its dominator-tree children.
-// Unreachable blocks belong to no dominator chain and are not counted.
+// Unreachable blocks belong to no dominator chain and are not counted, unless the graph has a
+// leak node (GraphOptions::leak_clusters), under which they are.
 GroupFigures retained_by_group(const ObjectGraph &g, const HeapSnapshot &s, const std::vector<uint32_t> &group_of,
                                size_t groups);
 

@@ -16,6 +16,9 @@ biggest answers:
   dominators and suspects, with their bytes.
 - types: the allocation frames give the type of at least 90% of the live bytes, with the node,
   buffer and class names a person writes.
+- by_type: the same types in top-retainers and dominators (--by type), top-allocators --by type,
+  the leaked cycle's type in unreachable, and the Cache that `Cache *g_cache` points to typed from
+  the variable.
 
 usage: roots_cases.py CASE --heapsnap BIN --programs DIR --workdir DIR
 """
@@ -154,6 +157,32 @@ def case_types(a):
     check(node["shallow_bytes"] == truth["sessions"] * truth["session_node"],
           "the map's nodes: %d bytes each" % truth["session_node"])
     check(node["retained_bytes"] == truth["g_sessions"], "the map's nodes retain the whole map (%d)" % node["retained_bytes"])
+
+
+def case_by_type(a):
+    path, truth = record(a, "roots_app", "by_type", ["--sample-bytes", "1"])
+    node = "std::map<int, std::unique_ptr<Session>> node"
+    t = hj(a, "top-retainers", "--json", "--by", "type", path)
+    got = {x["type"]: x for x in t["types"]}
+    check(node in got and got[node]["retained_bytes"] == truth["g_sessions"],
+          "top-retainers --by type: the map's nodes retain the map (%s)" % got.get(node))
+    check(got.get("Cache", {}).get("how") == "variable" and got["Cache"]["retained_bytes"] == truth["g_cache"],
+          "the block g_cache points to is a Cache, from the variable's type, retaining the cache (%s)" % got.get("Cache"))
+    o = hj(a, "top-retainers", "--json", path)
+    cache_rows = [x for x in o["objects"] if x.get("type") == "Cache"]
+    check(len(cache_rows) == 1 and cache_rows[0]["type_from"] == "variable", "top-retainers: the Cache row is typed")
+    d = hj(a, "dominators", "--json", "--by", "type", path)
+    first = {x["group"].split(" from ")[0]: x for x in d["tree"]}
+    check(node in first and first[node]["objects"] == truth["sessions"] and first[node]["retained_bytes"] == truth["g_sessions"],
+          "dominators --by type: one group of %d map nodes (%s)" % (truth["sessions"], sorted(first)))
+    kids = {x["group"].split(" from ")[0] for x in first[node].get("children", [])}
+    check("Session" in kids, "... holding the Sessions (%s)" % sorted(kids))
+    ta = hj(a, "top-allocators", "--json", "--by", "type", path)
+    rows = {x["type"]: x for x in ta["sites"]}
+    check(node in rows and rows[node]["alloc_calls"] == truth["sessions"],
+          "top-allocators --by type: %d map nodes allocated (%s)" % (truth["sessions"], rows.get(node, {}).get("alloc_calls")))
+    u = hj(a, "unreachable", "--json", path)
+    check([x["type"] for x in u["by_site"]] == ["Peer (make_shared)"], "unreachable: the cycle is of Peer (make_shared) (%s)" % u["by_site"])
 
 
 if __name__ == "__main__":

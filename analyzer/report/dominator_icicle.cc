@@ -20,9 +20,12 @@ SiteIcicle dominator_icicle(const snapshot::HeapSnapshot &s, const snapshot::Obj
     return uint32_t(t.parent.size() - 1);
   };
   add(0, 0, UINT32_MAX, false);
-  uint64_t total = g.total_bytes();
+  // All reachable memory: what no root reaches (under the leak node) is not in the icicle, and
+  // root objects are no objects of the heap.
+  uint64_t total = g.reachable_bytes();
   t.retained[0] = total;
-  t.objects[0] = g.retained.count.empty() ? 0 : g.retained.count[0] - 1;  // without the super root
+  uint64_t unreachable_nodes = g.leak_node && g.dom.reachable(g.leak_node) ? g.retained.count[g.leak_node] : 0;
+  t.objects[0] = g.retained.count.empty() ? 0 : g.retained.count[0] - 1 - g.num_roots - unreachable_nodes;
   size_t max_nodes = std::max<size_t>(budget.max_nodes, 1);
   auto threshold = uint64_t(double(total) * budget.min_share);
 
@@ -43,19 +46,27 @@ SiteIcicle dominator_icicle(const snapshot::HeapSnapshot &s, const snapshot::Obj
     Pending p = std::move(queue.front());
     queue.pop_front();
     std::unordered_map<uint64_t, Group> groups;
+    // The members' children that are blocks; a root object's children stand in for it (the top
+    // level holds what the roots hold), and the leak node's are left out.
+    std::vector<uint32_t> kids;
     for (uint32_t v : p.members)
       for (uint32_t ch : g.children.successors(v)) {
-        uint32_t b = ObjectGraph::block_of(ch);
-        Group &gr = groups[s.call_site[b]];
-        if (!gr.count) {
-          gr.site = s.call_site[b];
-          gr.example = b;
-        }
-        ++gr.count;
-        gr.shallow += s.size[b];
-        gr.retained += g.retained.bytes[ch];
-        gr.members.push_back(ch);
+        if (g.is_block(ch)) kids.push_back(ch);
+        else if (g.is_root(ch))
+          for (uint32_t gc : g.children.successors(ch)) kids.push_back(gc);
       }
+    for (uint32_t ch : kids) {
+      uint32_t b = ObjectGraph::block_of(ch);
+      Group &gr = groups[s.call_site[b]];
+      if (!gr.count) {
+        gr.site = s.call_site[b];
+        gr.example = b;
+      }
+      ++gr.count;
+      gr.shallow += s.size[b];
+      gr.retained += g.retained.bytes[ch];
+      gr.members.push_back(ch);
+    }
     std::vector<Group *> sorted;
     sorted.reserve(groups.size());
     for (auto &kv : groups) sorted.push_back(&kv.second);

@@ -10,6 +10,9 @@
 #include "report/timeline_series.h"
 #include "snapshot/heap_snapshot.h"
 #include "snapshot/object_graph.h"
+#include "snapshot/root_objects.h"
+#include "snapshot/group_retained.h"
+#include "replay/block_types.h"
 
 #ifndef HEAPSNAP_VERSION
 #define HEAPSNAP_VERSION "dev"
@@ -222,20 +225,15 @@ std::vector<uint32_t> choose_snapshots(const std::vector<snapshot::SnapshotInfo>
   return out;
 }
 
-// "global /usr/lib/libfoo.so", "stack (tid 123)", "anonymous".
-std::string range_label(const snapshot::RootRange &rr) {
-  std::string out = snapshot::root_kind_name(rr.kind);
-  if (!rr.name.empty() && rr.name != out) out += " " + rr.name;
-  if (rr.kind == snapshot::kStack) out += " (tid " + std::to_string(rr.detail) + ")";
-  return out;
-}
-
-// The root range holding the top-level object above `node`, as top-retainers labels it.
-std::string root_label(const snapshot::HeapSnapshot &s, const snapshot::ObjectGraph &g, uint32_t node) {
+// What holds `node`, as top-retainers says it: the root object at the top of its dominator chain
+// ("global g_cache (Cache *, app.cc:12)"), "nothing: unreachable", or several roots at once.
+std::string root_label(const snapshot::HeapSnapshot &s, const snapshot::ObjectGraph &g,
+                       const snapshot::RootObjects &roots, uint32_t node) {
+  if (g.is_root(node)) return "itself (a root)";
   uint32_t top = snapshot::top_dominator(g, node);
-  uint32_t r = top < g.root_range.size() ? g.root_range[top] : UINT32_MAX;
-  if (r == UINT32_MAX || r >= s.roots.size()) return "(held through several roots)";
-  return range_label(s.roots[r]);
+  if (g.is_root(top)) return roots.objects[g.root_object(top)].label(s, true);
+  if (g.leak_node && top == g.leak_node) return "nothing: unreachable";
+  return "several roots at once";
 }
 
 std::vector<DisplayFrame> block_stack(const snapshot::HeapSnapshot &s, uint32_t b, const ReplayResult &r,
@@ -247,7 +245,21 @@ std::vector<DisplayFrame> block_stack(const snapshot::HeapSnapshot &s, uint32_t 
 json snapshot_json(const snapshot::SnapshotInfo &info, snapshot::HeapSnapshot &s, const ReplayResult &r,
                    StackSymbolizer &sym, SiteTable &sites, const ReportOptions &o) {
   using snapshot::ObjectGraph;
-  ObjectGraph g = snapshot::build_object_graph(s, o.follow_interior, true, true);
+  // The roots as objects (variables named from symbols, threads), and what no root reaches under
+  // the leak node, as the snapshot commands build it (cli/retainers_context.cc).
+  std::vector<snapshot::RootModule> mods;
+  for (const auto &m : r.modules) mods.push_back({m.path, m.load_bias, m.build_id});
+  symbolize::DataSymbolsOptions dso;
+  dso.debug_dirs = symbolize::command_options(o.debug_dirs).debug_dirs;
+  const snapshot::RootObjects roots = snapshot::root_objects(s, mods, dso);
+  snapshot::GraphOptions go;
+  go.follow_interior = o.follow_interior;
+  go.with_children = true;
+  go.release_edges = true;
+  go.roots = &roots;
+  go.leak_clusters = true;
+  ObjectGraph g = snapshot::build_object_graph(s, go);
+  const replay::BlockTypes types = replay::block_types(s, r.stacks, sym, &roots);
   json j;
   j["index"] = info.index;
   j["time_s"] = seconds(info.time_ns);
@@ -255,12 +267,13 @@ json snapshot_json(const snapshot::SnapshotInfo &info, snapshot::HeapSnapshot &s
   j["label"] = info.label;
   uint64_t bytes = 0;
   for (uint32_t b = 0; b < s.blocks(); ++b) bytes += s.size[b];
-  uint64_t total = g.total_bytes();
+  uint64_t total = g.reachable_bytes();
+  const uint64_t unreachable_blocks = g.leak_node && g.dom.reachable(g.leak_node) ? g.retained_blocks(g.leak_node) : 0;
   j["blocks"] = s.blocks();
   j["bytes"] = bytes;
   j["edges"] = info.end.edges();
   j["reachable_bytes"] = total;
-  j["reachable_blocks"] = g.stats.reachable ? g.stats.reachable - 1 : 0;
+  j["reachable_blocks"] = g.retained.count[0] - 1 - g.num_roots - (unreachable_blocks ? unreachable_blocks + 1 : 0);
   j["pause_ms"] = double(info.pause_ns) / 1e6;
 
   // Dominator tree by site.
@@ -283,7 +296,7 @@ json snapshot_json(const snapshot::SnapshotInfo &info, snapshot::HeapSnapshot &s
   // Top retainers by object.
   std::vector<uint32_t> nodes;
   for (uint32_t v = 1; v < g.csr.num_nodes; ++v)
-    if (g.retained.count[v]) nodes.push_back(v);
+    if (g.retained.count[v] && v != g.leak_node && !g.unreachable(v) && g.retained_blocks(v)) nodes.push_back(v);
   size_t k = std::min(o.table_rows, nodes.size());
   std::partial_sort(nodes.begin(), nodes.begin() + long(k), nodes.end(), [&](uint32_t x, uint32_t y) {
     return g.retained.bytes[x] != g.retained.bytes[y] ? g.retained.bytes[x] > g.retained.bytes[y] : x < y;
@@ -313,8 +326,8 @@ json snapshot_json(const snapshot::SnapshotInfo &info, snapshot::HeapSnapshot &s
       p["more"] = 0;
       return p;
     }
-    uint32_t r = chain.front() < g.root_range.size() ? g.root_range[chain.front()] : UINT32_MAX;
-    p["root"] = r != UINT32_MAX && r < s.roots.size() ? range_label(s.roots[r]) : std::string("(root)");
+    p["root"] = g.is_root(chain.front()) ? roots.objects[g.root_object(chain.front())].label(s, true) : std::string("(root)");
+    chain.erase(chain.begin());  // the root object: the hops are blocks
     // Long chains (lists) keep their first and last hops.
     constexpr size_t kHead = 4, kTail = 8;
     json hops = json::array();
@@ -333,12 +346,31 @@ json snapshot_json(const snapshot::SnapshotInfo &info, snapshot::HeapSnapshot &s
   for (size_t i = 0; i < k; ++i) {
     uint32_t v = nodes[i], b = ObjectGraph::block_of(v);
     json row;
+    if (g.is_root(v)) {  // a variable or a thread holding what no other root holds
+      // One row per structure: a pointer variable whose one object retains all it does is that
+      // object's row ("held by global g_cache").
+      bool stands_for_child = false;
+      for (uint32_t ch : g.children.successors(v)) stands_for_child |= g.retained.bytes[ch] == g.retained.bytes[v];
+      if (stands_for_child) continue;
+      const snapshot::RootObject &ro = roots.objects[g.root_object(v)];
+      row["root"] = ro.label(s);
+      row["root_kind"] = ro.kind(s);
+      row["retained"] = g.retained.bytes[v];
+      row["retained_blocks"] = g.retained_blocks(v);
+      row["held_by"] = "itself (a root)";
+      objs.push_back(row);
+      continue;
+    }
     row["address"] = hex(s.addr[b]);
+    if (types.group_of[b]) {
+      row["type"] = types.type_of(b);
+      row["type_from"] = types.how[types.group_of[b]];
+    }
     row["site"] = sites.of(s.call_site[b], sym);
     row["shallow"] = s.size[b];
     row["retained"] = g.retained.bytes[v];
     row["retained_blocks"] = g.retained.count[v];
-    row["held_by"] = root_label(s, g, v);
+    row["held_by"] = root_label(s, g, roots, v);
     row["stack"] = stack_json(block_stack(s, b, r, sym), o.stack_frames);
     row["path"] = path_json(v);
     objs.push_back(row);
@@ -362,7 +394,8 @@ json snapshot_json(const snapshot::SnapshotInfo &info, snapshot::HeapSnapshot &s
   while (!stack.empty()) {
     auto [v, leaving] = stack.back();
     stack.pop_back();
-    if (v != 0) {
+    if (v == g.leak_node) continue;  // reachable memory only
+    if (g.is_block(v)) {
       uint32_t st = site_of[v];
       if (leaving) {
         --active[st];
@@ -389,6 +422,71 @@ json snapshot_json(const snapshot::SnapshotInfo &info, snapshot::HeapSnapshot &s
                   {"blocks", count[st]}});
   }
   j["retaining_sites"] = rs;
+
+  // The roots as objects, by what each keeps alive on its own (`heapsnap roots`).
+  {
+    std::vector<uint32_t> rn;
+    for (uint32_t i = 0; i < g.num_roots; ++i)
+      if (g.retained_blocks(g.root_node(i))) rn.push_back(g.root_node(i));
+    size_t kr = std::min(o.table_rows, rn.size());
+    std::partial_sort(rn.begin(), rn.begin() + long(kr), rn.end(), [&](uint32_t x, uint32_t y) {
+      return g.retained.bytes[x] != g.retained.bytes[y] ? g.retained.bytes[x] > g.retained.bytes[y] : x < y;
+    });
+    json ra = json::array();
+    for (size_t i = 0; i < kr; ++i) {
+      const snapshot::RootObject &ro = roots.objects[g.root_object(rn[i])];
+      ra.push_back({{"root", ro.label(s)}, {"kind", ro.kind(s)}, {"retained", g.retained.bytes[rn[i]]},
+                    {"blocks", g.retained_blocks(rn[i])}});
+    }
+    j["roots"] = ra;
+  }
+
+  // The types histogram (`heapsnap types`): each type's objects, own bytes and retained bytes.
+  {
+    snapshot::GroupFigures f = snapshot::retained_by_group(g, s, types.group_of, types.groups());
+    uint64_t typed = 0;
+    for (uint32_t b = 0; b < s.blocks(); ++b)
+      if (types.group_of[b]) typed += s.size[b];
+    std::vector<uint32_t> order;
+    for (uint32_t t = 1; t < types.groups(); ++t)
+      if (f.count[t]) order.push_back(t);
+    std::sort(order.begin(), order.end(), [&](uint32_t x, uint32_t y) {
+      return f.retained[x] != f.retained[y] ? f.retained[x] > f.retained[y] : x < y;
+    });
+    if (order.size() > o.table_rows) order.resize(o.table_rows);
+    json ta = json::array();
+    for (uint32_t t : order)
+      ta.push_back({{"type", types.name[t]}, {"how", types.how[t]}, {"objects", f.count[t]}, {"shallow", f.shallow[t]},
+                    {"retained", f.retained[t]}});
+    j["types"] = ta;
+    j["typed_bytes"] = typed;
+  }
+
+  // What no root reaches, clique by clique (snapshot/reachability.h leak_cliques): a cycle is
+  // named a cycle, with its leader's type and site.
+  {
+    std::vector<uint32_t> leaders;
+    if (g.leak_node && g.dom.reachable(g.leak_node))
+      for (uint32_t v : g.children.successors(g.leak_node)) leaders.push_back(v);
+    std::sort(leaders.begin(), leaders.end(), [&](uint32_t x, uint32_t y) {
+      return g.retained.bytes[x] != g.retained.bytes[y] ? g.retained.bytes[x] > g.retained.bytes[y] : x < y;
+    });
+    if (leaders.size() > o.table_rows) leaders.resize(o.table_rows);
+    json ua = json::array();
+    for (uint32_t v : leaders) {
+      const uint32_t b = ObjectGraph::block_of(v);
+      bool cycle = false;
+      for (const auto &lc : g.leaks)
+        if (lc.node == v) cycle = lc.cycle;
+      json row = {{"address", hex(s.addr[b])}, {"site", sites.of(s.call_site[b], sym)}, {"bytes", g.retained.bytes[v]},
+                  {"blocks", g.retained.count[v]}, {"cycle", cycle}, {"type", types.type_of(b)},
+                  {"stack", stack_json(block_stack(s, b, r, sym), o.stack_frames)}};
+      ua.push_back(row);
+    }
+    j["unreachable"] = ua;
+    j["unreachable_bytes"] = g.unreachable_bytes();
+    j["unreachable_blocks"] = unreachable_blocks;
+  }
 
   // Every block by site (reachable or not), for diffs between snapshots.
   std::vector<uint64_t> all_count(ns, 0), all_bytes(ns, 0);

@@ -281,7 +281,9 @@ def case_page(a):
     top_obj = sn["retainers"][0]
     cli_path = hsnap_json(a, "path", "--json", cap, top_obj["address"])
     hops = top_obj["path"]["hops"]
-    check(top_obj["path"]["root"].startswith(cli_path["root"]["kind"]) and
+    root_obj = cli_path["root"]["object"]  # the root object: "static g_cache", "thread 123 (stack)"
+    check(top_obj["path"]["root"].startswith(root_obj["kind"] + " " + root_obj["name"] if root_obj["kind"] in ("global", "static")
+                                              else root_obj["label"]) and
           len(hops) + top_obj["path"]["more"] == len(cli_path["hops"]) and hops[-1]["address"] == top_obj["address"],
           "the top retainer's path from a root: %s, %d hops, as `heapsnap path` finds it" %
           (top_obj["path"]["root"], len(cli_path["hops"])))
@@ -293,6 +295,18 @@ def case_page(a):
     _, diff = dom.by_id("diff-view")
     check(diff is not None and "hidden" in diff, "no diff view with a single snapshot")
     check(len(dom.find("leaks-table", "tr")) >= 2, "leaks table has rows")
+    # Retention a reader can act on (issue 29.6): findings first, named roots, types, unreachable.
+    findings = dom.text.get("findings", "")
+    check(all(k in findings for k in ("Largest leak", "Largest retainer", "Fastest growth")),
+          "the first screen has the three findings (%s)" % findings[:300])
+    check(len(dom.find("findings", "a")) == 3, "each finding links to its evidence")
+    sn = d["snapshots"][0]
+    check("g_cache" in dom.text.get("roots-table", "") and sn["roots"] and "g_cache" in sn["roots"][0]["root"],
+          "the roots table names the variable g_cache (%s)" % sn["roots"][:1])
+    cli_roots = hsnap_json(a, "roots", "--json", cap)
+    check(sn["roots"][0]["retained"] == cli_roots["roots"][0]["retained_bytes"], "and its retained bytes as `heapsnap roots` says")
+    check(len(dom.find("types-table", "tr")) >= 1 or not sn["types"], "a types table (rows when a type is known)")
+    check(dom.by_id("unreachable-table")[1] is not None, "an unreachable view")
 
 
 def case_snapshots(a):

@@ -20,8 +20,13 @@
 //   snapshots [{index, time_s, trigger, label, blocks, bytes, edges, reachable_bytes,
 //             reachable_blocks, pause_ms,
 //             tree {parent[], site[] (-1: root or other), retained[], objects[], shallow[], other[]},
-//             retainers [{address, site, shallow, retained, retained_blocks, held_by, stack,
-//                         path {root, hops [{address, site, size}], more, more_at}}],
+//             retainers [{address, site, type, type_from, shallow, retained, retained_blocks, held_by, stack,
+//                         path {root, hops [{address, site, size}], more, more_at}}
+//                        | {root, root_kind, retained, retained_blocks, held_by}],   (a root object)
+//             roots [{root, kind, retained, blocks}],
+//             types [{type, how, objects, shallow, retained}], typed_bytes,
+//             unreachable [{address, site, bytes, blocks, cycle, type, stack}], unreachable_bytes,
+//             unreachable_blocks,
 //             retaining_sites [{site, retained, shallow, blocks}],
 //             sites {site[], count[], bytes[], sites_total, other_count, other_bytes}}]
 //   notes [], budget {...}, snapshots_enabled
@@ -486,9 +491,13 @@
     return td;
   }
   // A top retainer: its shortest path from a root, then its allocation stack.
+  function retainerLabel(r) {
+    return r.root ? r.root : (r.type ? r.type + ' ' : '') + r.address + '  ' + siteLabel(r.site);
+  }
   function retainerCell(r) {
     var td = el('td', { cls: 'site' });
-    var box = el('details', null, [el('summary', { text: r.address + '  ' + siteLabel(r.site) })]);
+    if (r.root) { td.textContent = r.root; return td; }
+    var box = el('details', null, [el('summary', { text: retainerLabel(r) })]);
     if (r.path) {
       box.appendChild(el('div', { cls: 'sub', text: 'Shortest path from a root:' }));
       var ol = el('ol', { cls: 'stack path' });
@@ -616,7 +625,7 @@
       { label: '%', num: true, key: function (r) { return r.retained; }, fmt: function (r) { return fmtPct(r.retained / total); } },
       num('shallow', 'shallow', fmtBytes),
       num('blocks', 'retained_blocks', fmtCount),
-      { label: 'object (click for its path from a root and its stack)', key: function (r) { return siteLabel(r.site); }, cell: retainerCell },
+      { label: 'object (click for its path from a root and its stack)', key: function (r) { return retainerLabel(r); }, cell: retainerCell },
       { label: 'held by', key: function (r) { return r.held_by; }, fmt: function (r) { return r.held_by; } }
     ], s.retainers, { limit: D.budget.table_rows, empty: 'No reachable objects.' });
     table($('retaining-sites-table'), [
@@ -626,6 +635,39 @@
       num('blocks', 'blocks', fmtCount),
       { label: 'allocation site', key: function (r) { return siteLabel(r.site); }, fmt: function (r) { return siteLabel(r.site); } }
     ], s.retaining_sites, { limit: D.budget.table_rows, empty: 'No reachable objects.' });
+    table($('roots-table'), [
+      num('retained', 'retained', fmtBytes),
+      { label: '%', num: true, key: function (r) { return r.retained; }, fmt: function (r) { return fmtPct(r.retained / total); } },
+      num('blocks', 'blocks', fmtCount),
+      { label: 'kind', key: function (r) { return r.kind; }, fmt: function (r) { return r.kind; } },
+      { label: 'root', key: function (r) { return r.root; }, fmt: function (r) { return r.root; } }
+    ], s.roots || [], { limit: D.budget.table_rows, empty: 'No root holds a block on its own.' });
+    $('types-summary').textContent = fmtBytes(s.typed_bytes || 0) + ' of ' + fmtBytes(s.bytes) + ' live (' +
+      fmtPct(s.bytes ? (s.typed_bytes || 0) / s.bytes : 0) + ') have a type: from the vtable in the object, the allocation\'s frames, or the pointer variable that holds it.';
+    table($('types-table'), [
+      num('retained', 'retained', fmtBytes),
+      num('objects', 'objects', fmtCount),
+      num('shallow', 'shallow', fmtBytes),
+      { label: 'from', key: function (r) { return r.how; }, fmt: function (r) { return r.how; } },
+      { label: 'type', key: function (r) { return r.type; }, fmt: function (r) { return r.type; } }
+    ], s.types || [], { limit: D.budget.table_rows, empty: 'No block\'s type is known.' });
+    $('unreachable-summary').textContent = (s.unreachable_bytes ? fmtBytes(s.unreachable_bytes) + ' in ' + fmtCount(s.unreachable_blocks) +
+      ' blocks that no root reaches: leaked, whatever their size.' : 'Every block is reachable from a root.');
+    table($('unreachable-table'), [
+      num('bytes', 'bytes', fmtBytes),
+      num('blocks', 'blocks', fmtCount),
+      { label: 'what', key: function (r) { return r.cycle ? 'cycle' : 'tree'; }, fmt: function (r) { return r.cycle ? 'cycle' : r.blocks > 1 ? 'structure' : 'block'; } },
+      { label: 'leader (click for its stack)', key: function (r) { return (r.type || '') + siteLabel(r.site); }, cell: function (r) {
+        var td = el('td', { cls: 'site' });
+        var box = el('details', null, [el('summary', { text: (r.type ? r.type + ' ' : '') + r.address + '  ' + siteLabel(r.site) })]);
+        var st = el('ol', { cls: 'stack' });
+        r.stack.frames.forEach(function (f) { st.appendChild(el('li', { text: f })); });
+        if (r.stack.more) st.appendChild(el('li', { cls: 'more', text: '… ' + r.stack.more + ' more frames' }));
+        box.appendChild(st);
+        td.appendChild(box);
+        return td;
+      } }
+    ], s.unreachable || [], { limit: D.budget.table_rows, empty: 'Nothing unreachable.' });
     document.querySelectorAll('.snap-mark').forEach(function (g) {
       g.classList.toggle('on', +g.getAttribute('data-snapshot') === s.index);
     });
@@ -673,6 +715,49 @@
       { label: 'allocation site', key: function (r) { return siteLabel(+r.site); }, fmt: function (r) { return siteLabel(+r.site); } }
     ], list, { limit: D.budget.table_rows, empty: 'No change by site between these snapshots.' });
   }
+  // --- findings: the first screen's three answers, each one click from its evidence -------------
+  function renderFindings() {
+    var host = $('findings'), S = D.snapshots, last = S.length ? S[S.length - 1] : null;
+    function finding(title, text, href, onclick) {
+      var a = el('a', { href: href, text: text });
+      if (onclick) a.addEventListener('click', onclick);
+      host.appendChild(el('li', null, [el('strong', { text: title + ': ' }), a]));
+    }
+    // Largest leak: the biggest unreachable structure of the last snapshot, else the heaviest
+    // stack not freed at exit.
+    var lost = last && last.unreachable && last.unreachable.length ? last.unreachable[0] : null;
+    if (lost) {
+      finding('Largest leak', fmtBytes(lost.bytes) + ' in ' + (lost.cycle ? 'a cycle of ' : '') + fmtCount(lost.blocks) + ' unreachable block' +
+        (lost.blocks === 1 ? '' : 's') + (lost.type ? ' (' + lost.type + ')' : '') + ' from ' + siteLabel(lost.site), '#unreachable-heading',
+        function () { selectSnapshot(S.length - 1); });
+    } else if (D.leaks.rows.length) {
+      var l = D.leaks.rows[0];
+      finding('Largest leak', fmtBytes(l.bytes) + ' in ' + fmtCount(l.blocks) + ' blocks not freed at exit, from ' + l.site, '#leaks');
+    } else {
+      finding('Largest leak', 'none: every block was freed', '#leaks');
+    }
+    // Largest retainer: the last snapshot's biggest row.
+    var top = last && last.retainers.length ? last.retainers[0] : null;
+    if (top) {
+      finding('Largest retainer', (top.root ? top.root : retainerLabel(top) + ', held by ' + top.held_by) + ' retains ' + fmtBytes(top.retained) +
+        ' (' + fmtPct(last.reachable_bytes ? top.retained / last.reachable_bytes : 0) + ' of the reachable heap)', '#snapshots',
+        function () { selectSnapshot(S.length - 1); });
+    } else {
+      finding('Largest retainer', 'no heap snapshot: record with --snapshot-at-exit', '#snapshots');
+    }
+    // Fastest growth: the site whose live bytes grew most from the first snapshot to the last.
+    if (S.length > 1) {
+      var grow = {}, first = S[0], k, best = null;
+      for (k = 0; k < last.sites.site.length; k++) grow[last.sites.site[k]] = last.sites.bytes[k];
+      for (k = 0; k < first.sites.site.length; k++) grow[first.sites.site[k]] = (grow[first.sites.site[k]] || 0) - first.sites.bytes[k];
+      for (k in grow) if (best === null || grow[k] > grow[best]) best = k;
+      finding('Fastest growth', best !== null && grow[best] > 0 ? siteLabel(+best) + ': +' + fmtBytes(grow[best]) + ' live from snapshot ' +
+        first.index + ' to ' + last.index : 'nothing grew between the first and the last snapshot', '#diff-view');
+    } else {
+      finding('Fastest growth', 'needs two snapshots (record with --snapshot-every N or --snapshot-on-signal)', '#timeline');
+    }
+  }
+
   function renderSnapshots() {
     var S = D.snapshots;
     if (!S.length) {
@@ -794,6 +879,7 @@
     }
     step('overview', renderOverview);
     step('snapshots', renderSnapshots);  // before the timeline, which marks the chosen snapshot
+    step('findings', renderFindings);
     step('timeline', renderTimeline);
     step('flame graph', renderFlame);
     step('top allocators', renderAllocators);

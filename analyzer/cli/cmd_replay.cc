@@ -27,6 +27,7 @@ using json = nlohmann::ordered_json;
 
 struct Common {
   std::string file;
+  std::string by = "stack";  // leaks, peak: rows by stack, or by the type the frames name
   size_t limit = 20;
   bool json = false;
   bool raw_bytes = false;
@@ -404,6 +405,9 @@ int run_live(const Common &o, bool at_peak) {
     double blocks, bytes;          // as shown
     double raw_blocks, raw_bytes;  // the sampled estimate before fitting
     bool pool;
+    std::string type;  // --by type: the row's type (its stacks merged)
+    size_t stacks = 1;
+    double heaviest = 0;  // --by type: the bytes of the stack `id` (the heaviest merged)
   };
   std::vector<Row> rows;
   double total_blocks = 0, total_bytes = 0, raw_blocks = 0, raw_bytes = 0;
@@ -427,6 +431,33 @@ int run_live(const Common &o, bool at_peak) {
     }
     raw_blocks += blocks;
     raw_bytes += bytes;
+  }
+  if (o.by == "type") {
+    // One row per type the frames name (replay/frame_types.h); its stack is its heaviest one's.
+    std::map<std::string, Row> merged;
+    for (const Row &row : rows) {
+      std::string type = replay::type_from_frames(L.sym->stack(r.stacks, row.id));
+      if (type.empty()) type = "(no type in the frames)";
+      auto [it, fresh] = merged.try_emplace(type, row);
+      Row &m = it->second;
+      if (fresh) {
+        m.type = type;
+        m.heaviest = row.bytes;
+        continue;
+      }
+      if (row.bytes > m.heaviest) {
+        m.heaviest = row.bytes;
+        m.id = row.id;
+      }
+      m.blocks += row.blocks;
+      m.bytes += row.bytes;
+      m.raw_blocks += row.raw_blocks;
+      m.raw_bytes += row.raw_bytes;
+      m.pool = m.pool && row.pool;
+      ++m.stacks;
+    }
+    rows.clear();
+    for (auto &[t, m] : merged) rows.push_back(m);
   }
   std::sort(rows.begin(), rows.end(), [](const Row &a, const Row &b) { return a.bytes > b.bytes; });
   size_t all = rows.size();
@@ -459,6 +490,10 @@ int run_live(const Common &o, bool at_peak) {
       e["raw_blocks"] = row.raw_blocks;
       e["raw_bytes"] = row.raw_bytes;
       add_site_json(e, *L.sym, r.stacks, row.id);
+      if (!row.type.empty()) {
+        e["type"] = row.type;
+        e["stacks"] = row.stacks;
+      }
       json fr = json::array();
       for (const auto &d : L.sym->stack(r.stacks, row.id)) fr.push_back(frame_json(d));
       e["frames"] = fr;
@@ -530,10 +565,17 @@ int run_live(const Common &o, bool at_peak) {
     const replay::DisplayFrame &site = L.sym->site_frame(L.sym->site_address(r.stacks, row.id));
     const auto frames = L.sym->stack(r.stacks, row.id);
     const std::string type = replay::type_from_frames(frames);
-    printf("%s in %s blocks%s from %s%s:\n", out_style(Style::kSize, size_str(o, row.bytes)).c_str(),
-           (est ? est_count_str(row.blocks) : count_str(row.blocks)).c_str(),
-           row.pool && fits.fitted ? out_style(Style::kEstimate, " (client-API pool: not in the exact totals)").c_str() : "",
-           L.sym->site_label(site).c_str(), type.empty() ? "" : (" [" + type + "]").c_str());
+    if (!row.type.empty())
+      printf("%s in %s blocks of %s%s, %s %s:\n", out_style(Style::kSize, size_str(o, row.bytes)).c_str(),
+             (est ? est_count_str(row.blocks) : count_str(row.blocks)).c_str(), row.type.c_str(),
+             row.pool && fits.fitted ? out_style(Style::kEstimate, " (client-API pool: not in the exact totals)").c_str() : "",
+             row.stacks == 1 ? "from" : ("from " + human_count(row.stacks) + " stacks, the heaviest from").c_str(),
+             L.sym->site_label(site).c_str());
+    else
+      printf("%s in %s blocks%s from %s%s:\n", out_style(Style::kSize, size_str(o, row.bytes)).c_str(),
+             (est ? est_count_str(row.blocks) : count_str(row.blocks)).c_str(),
+             row.pool && fits.fitted ? out_style(Style::kEstimate, " (client-API pool: not in the exact totals)").c_str() : "",
+             L.sym->site_label(site).c_str(), type.empty() ? "" : (" [" + type + "]").c_str());
     print_stack(o, *L.sym, frames, "  ");
   }
   if (all > rows.size()) print_styled(Style::kEstimate, "... %zu more stacks (-n to show more)\n", all - rows.size());
@@ -634,6 +676,8 @@ void add_replay_commands(CLI::App &app, int *rc) {
     auto o = std::make_shared<Common>();
     CLI::App *cmd = app.add_subcommand("leaks", "Blocks not freed at exit, grouped by allocation stack.");
     add_common(cmd, *o);
+    cmd->add_option("--by", o->by, "stack (default) or type: one row per type the allocations' frames name")
+        ->check(CLI::IsMember({"stack", "type"}));
     cmd->footer("The total is exact; sampled, its split by stack is estimated from the sampled blocks left (their\n"
                 "unscaled estimate in --json: raw_bytes, raw_blocks). Every leak, exactly: record with --sample-bytes 1.\n"
                 "Example: heapsnap leaks --match mylib app.hsnap");
@@ -643,6 +687,8 @@ void add_replay_commands(CLI::App &app, int *rc) {
     auto o = std::make_shared<Common>();
     CLI::App *cmd = app.add_subcommand("peak", "What was live when the heap was at its peak, grouped by allocation stack.");
     add_common(cmd, *o);
+    cmd->add_option("--by", o->by, "stack (default) or type: one row per type the allocations' frames name")
+        ->check(CLI::IsMember({"stack", "type"}));
     cmd->footer("The peak is exact when one thread allocated; with several it is an estimate with bounds (summary gives the\n"
                 "same). The blocks live then are sampled estimates, scaled into the peak's bounds, unless recorded with\n"
                 "--sample-bytes 1.\n"

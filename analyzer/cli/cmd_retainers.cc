@@ -612,6 +612,7 @@ void add_retainer_commands(CLI::App &app, int *rc) {
     cmd->add_flag("--json", d->json, "machine-readable output");
     cmd->add_flag("--bytes", d->raw_bytes, "plain byte counts");
     cmd->add_option("-n,--limit", d->limit, "rows (default 20)");
+    cmd->add_option("--by", d->by, "site (default) or type: what the rows are")->check(CLI::IsMember({"site", "type"}));
     cmd->add_option("--debug-dir", d->debug_dirs, "directory with separate debug files");
     add_site_options(cmd, d->sites);
     cmd->footer("Sites are matched by module and offset, so two runs' captures diff too.\n"

@@ -26,6 +26,58 @@ bool split_spec(const std::string &spec, std::string *file, int *index) {
   return true;
 }
 
+// diff --by type: every block of each side by its type (replay/block_types.h; the vtable's
+// class or what the allocation frames name), matched by the type's name.
+int diff_by_type(const DiffArgs &d, const HeapSnapshot &x, const replay::ReplayResult &cx, replay::StackSymbolizer &sx,
+                 const HeapSnapshot &y, const replay::ReplayResult &cy, replay::StackSymbolizer &sy) {
+  struct Row {
+    uint64_t count_a = 0, count_b = 0, bytes_a = 0, bytes_b = 0;
+    int64_t count() const { return int64_t(count_b) - int64_t(count_a); }
+    int64_t bytes() const { return int64_t(bytes_b) - int64_t(bytes_a); }
+  };
+  std::map<std::string, Row> rows;
+  auto add = [&](const HeapSnapshot &h, const replay::ReplayResult &c, replay::StackSymbolizer &sym, bool after) {
+    replay::BlockTypes t = replay::block_types(h, c.stacks, sym);
+    for (uint32_t b = 0; b < h.blocks(); ++b) {
+      const std::string &name = t.type_of(b);
+      Row &r = rows[name.empty() ? "(no type known)" : name];
+      (after ? r.count_b : r.count_a) += 1;
+      (after ? r.bytes_b : r.bytes_a) += h.size[b];
+    }
+  };
+  add(x, cx, sx, false);
+  add(y, cy, sy, true);
+  std::vector<std::pair<std::string, Row>> v;
+  int64_t dbytes = 0, dcount = 0;
+  for (auto &[name, r] : rows) {
+    dbytes += r.bytes();
+    dcount += r.count();
+    if (r.count() || r.bytes()) v.push_back({name, r});
+  }
+  std::sort(v.begin(), v.end(), [](auto &p, auto &q) {
+    return p.second.bytes() != q.second.bytes() ? p.second.bytes() > q.second.bytes() : p.first < q.first;
+  });
+  if (v.size() > d.limit) v.resize(d.limit);
+  if (d.json) {
+    json arr = json::array();
+    for (auto &[name, r] : v)
+      arr.push_back({{"type", name}, {"count_change", r.count()}, {"bytes_change", r.bytes()}, {"count_before", r.count_a},
+                     {"count_after", r.count_b}, {"bytes_before", r.bytes_a}, {"bytes_after", r.bytes_b}});
+    json out{{"before", d.a}, {"after", d.b}, {"by", "type"}, {"bytes_change", dbytes}, {"count_change", dcount}, {"types", arr}};
+    std::cout << out.dump(2) << "\n";
+    return kExitOk;
+  }
+  auto sz = [&](int64_t b) { return d.raw_bytes ? std::to_string(b) : (b >= 0 ? "+" : "") + human_bytes(double(b)); };
+  auto change = [&](int64_t b, int width) {
+    return out_style(b > 0 ? Style::kGrowth : b < 0 ? Style::kShrink : Style::kSize, sz(b), width);
+  };
+  printf("%s: %s -> %s: %s in %+lld blocks\n\n", out_style(Style::kHeading, "heap growth by type").c_str(), d.a.c_str(),
+         d.b.c_str(), change(dbytes, 0).c_str(), (long long)dcount);
+  print_styled(Style::kHeader, "%14s %10s  %s\n", "bytes", "blocks", "type");
+  for (auto &[name, r] : v) printf("%s %+10lld  %s\n", change(r.bytes(), 14).c_str(), (long long)r.count(), name.c_str());
+  return kExitOk;
+}
+
 int run_diff(const DiffArgs &d) {
   SnapshotArgs sa, sb;
   if (!split_spec(d.a, &sa.file, &sa.snapshot) || !split_spec(d.b, &sb.file, &sb.snapshot)) {
@@ -56,6 +108,7 @@ int run_diff(const DiffArgs &d) {
   Side &before_side = side_a ? *side_a : *side_b;
   replay::StackSymbolizer &before = *before_side.sym;
   replay::StackSymbolizer *sym_b = side_b->sym.get();
+  if (d.by == "type") return diff_by_type(d, x, before_side.capture, *before_side.sym, y, side_b->capture, *side_b->sym);
   struct Row {
     int64_t count = 0, bytes = 0;
     uint64_t count_a = 0, count_b = 0, bytes_a = 0, bytes_b = 0;

@@ -302,6 +302,7 @@ struct PathArgs : SnapshotArgs {
 };
 struct DiffArgs {
   std::string a, b;
+  std::string by = "site";  // or "type"
   bool json = false, raw_bytes = false;
   size_t limit = 20;
   std::vector<std::string> debug_dirs;

@@ -183,6 +183,17 @@ def case_by_type(a):
           "top-allocators --by type: %d map nodes allocated (%s)" % (truth["sessions"], rows.get(node, {}).get("alloc_calls")))
     u = hj(a, "unreachable", "--json", path)
     check([x["type"] for x in u["by_site"]] == ["Peer (make_shared)"], "unreachable: the cycle is of Peer (make_shared) (%s)" % u["by_site"])
+    lk = {x["type"]: x for x in hj(a, "leaks", "--json", "--by", "type", "-n", "100", path)["leaks"]}
+    check(node in lk and lk[node]["blocks"] == truth["sessions"] and lk[node]["bytes"] == truth["sessions"] * truth["session_node"],
+          "leaks --by type: the map's nodes in one row (%s)" % lk.get(node))
+    pk = {x["type"] for x in hj(a, "peak", "--json", "--by", "type", "-n", "100", path)["live_at_peak"]}
+    check({node, "Peer (make_shared)", "std::list<Item> node"} <= pk, "peak --by type: the same types (%s)" % sorted(pk))
+    # A second run of the same program: its heap is the same, type by type.
+    again, _ = record(a, "roots_app", "by_type_again", ["--sample-bytes", "1"])
+    dt = hj(a, "diff", "--json", "--by", "type", path, again)
+    check(dt["types"] == [] and dt["bytes_change"] == 0, "diff --by type between two runs: no type changed (%s)" % dt["types"][:3])
+    dt = hj(a, "diff", "--json", "--by", "type", again, path)
+    check(dt["by"] == "type", "diff --by type says so")
 
 
 if __name__ == "__main__":

@@ -289,6 +289,7 @@ struct DecodeRing {
   std::atomic<bool> parser_sleeps{false}, decoder_sleeps{false};
   std::atomic<uint64_t> by_parser{0};  // batches the parser decoded (tests, benchmarks)
   unsigned delay_us = 0;               // the thread sleeps this long per batch (tests)
+  bool leave_odd = false;              // the thread leaves every other slot to the parser (tests)
   std::mutex *mu;
   std::condition_variable *cv;
   const bool *quit;  // under *mu
@@ -331,8 +332,11 @@ struct DecodeRing {
   // The thread: decodes the first queued slot from the front; false if none is left.
   bool decode_front() {
     front = std::max(front, tail.load());  // slots before the tail are settled (and reused)
-    for (uint64_t h = head.load(std::memory_order_relaxed); front < h;)
-      if (claim_and_decode(slot[front++ % kSlots], cursors, parser_sleeps)) return true;
+    for (uint64_t h = head.load(std::memory_order_relaxed); front < h;) {
+      const uint64_t i = front++;
+      if (leave_odd && (i & 1)) continue;  // the parser's, whatever the timing (tests)
+      if (claim_and_decode(slot[i % kSlots], cursors, parser_sleeps)) return true;
+    }
     return false;
   }
   // The parser, waiting for slot t: decodes the last queued slot after it; false if none.
@@ -798,6 +802,7 @@ bool CaptureReader::read_ahead(uint64_t start, const RecordFn &fn, SeenFrames &s
     ring->cv = &cv;
     ring->quit = &quit;
     ring->delay_us = decode_delay_us_;
+    ring->leave_odd = leave_to_parser_;
     ring_ = ring.get();
   }
   std::thread scanner([&] {

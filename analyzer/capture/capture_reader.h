@@ -97,6 +97,8 @@ class CaptureReader {
   // Tests: the read-ahead thread sleeps this long before each batch it decodes (the parser then
   // decodes more of them itself).
   void set_decode_delay_for_test(unsigned us) { decode_delay_us_ = us; }
+  // The thread decodes no odd-numbered slot: the parser decodes them, however the two are timed.
+  void set_leave_to_parser_for_test(bool on) { leave_to_parser_ = on; }
 
   // Progress callback (bytes consumed so far), called about once per frame.
   void set_progress(std::function<void(uint64_t done, uint64_t total)> fn) { progress_ = std::move(fn); }
@@ -154,6 +156,7 @@ class CaptureReader {
   DecodeRing *ring_ = nullptr;  // while a read-ahead thread decodes batches
   uint64_t batches_ahead_ = 0, batches_by_parser_ = 0;
   unsigned decode_delay_us_ = 0;
+  bool leave_to_parser_ = false;
 };
 
 }  // namespace heapsnap::capture

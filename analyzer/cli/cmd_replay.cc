@@ -420,7 +420,7 @@ int run_live(const Common &o, bool at_peak) {
     if (!o.match.empty() && !stack_matches(L.sym->stack(r.stacks, id), o.match)) continue;
     bool pool = f.pool != 0;
     bool scale = fits.fitted && !pool;
-    Row row{id, scale ? fit_blocks(blocks) : blocks, scale ? fit_bytes(bytes) : bytes, blocks, bytes, pool};
+    Row row{id, scale ? fit_blocks(blocks) : blocks, scale ? fit_bytes(bytes) : bytes, blocks, bytes, pool, {}, 1, 0};
     rows.push_back(row);
     if (pool && fits.fitted) {
       pool_blocks += row.blocks;

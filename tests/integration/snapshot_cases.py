@@ -439,6 +439,22 @@ def case_peak(a):
           "the accuracy counts the threads that ran at once, not those left at exit (%d)" % s["peak_accuracy_bytes"])
 
 
+def case_heap_threshold_short(a):
+    """--snapshot-heap-above (issue 30.1): a peak far shorter than the writer's tick, then the end,
+    still gets its snapshot; and the alarm goes off at the allocation that crosses the threshold
+    (one thread: exact), not at the next fold or tick."""
+    r, path = record(a, "short_peak", [edges(a), "short_peak"], ["--snapshot-heap-above", "20M"])
+    check(r.returncode == 0, "program exits 0 (%s)" % r.stderr)
+    snaps = hsnap_json(a, "snapshots", "--json", path)["snapshots"]
+    heap = [x for x in snaps if x["trigger"] == "heap-threshold"]
+    check(len(heap) == 1 and heap[0]["complete"], "one heap-threshold snapshot, complete (%s)" % snaps)
+    m = re.search(r"crossed at [\d.]+ ms with the heap at (\d+) B", heap[0]["label"])
+    check(m is not None, "its label says when the heap crossed (%s)" % heap[0]["label"])
+    crossed = int(m.group(1))
+    check(84 * 250000 <= crossed < 85 * 250000 + 65536,
+          "at the 84th block's allocation, the first over 20 MiB: %d bytes (not a fold or tick later)" % crossed)
+
+
 def case_incomplete_chosen(a):
     """A snapshot asked for by index that its child never finished: an error, not an empty heap."""
     path = os.path.join(a.workdir, "incomplete.hsnap")

@@ -133,6 +133,16 @@ static int peak(void) {
   return 0;
 }
 
+// 100 blocks of 250,000 bytes, freed at once: a 25,000,000-byte peak far shorter than the writer's
+// 100 ms tick (--snapshot-heap-above 20M: the 84th block crosses 20 MiB, 21,000,000 bytes).
+static int short_peak(void) {
+  char *volatile p[100];
+  for (int i = 0; i < 100; i++) p[i] = malloc(250000);
+  for (int i = 0; i < 100; i++) free(p[i]);
+  printf("peak %d\n", 100 * 250000);
+  return 0;
+}
+
 static pthread_barrier_t g_barrier;
 
 static void *peak_worker(void *arg) {
@@ -265,6 +275,7 @@ int main(int argc, char **argv) {
   if (!strcmp(m, "fork")) return forked();
   if (!strcmp(m, "peak")) return peak();
   if (!strcmp(m, "peak_threads")) return peak_threads();
+  if (!strcmp(m, "short_peak")) return short_peak();
   if (!strcmp(m, "grow")) return grow();
   if (!strcmp(m, "big_array")) return big_array();
   if (!strcmp(m, "static_pool")) return static_pool();

@@ -99,6 +99,27 @@ int64_t peak_candidate_locked() {
 
 }  // namespace
 
+// The heap alarm, at a fold: gone off when the heap reached it (its highest point since this
+// thread's last fold: `candidate`), else this thread folds again as soon as its own rise would
+// reach it from the heap as it is now. With one thread that is the crossing allocation itself;
+// with several, each thread's unfolded change (under kFoldBytes) is not in `now`.
+static void heap_alarm(ThreadLocal &t, int64_t now, int64_t candidate) {
+  const int64_t alarm = g_totals.heap_alarm.load(std::memory_order_relaxed);
+  if (candidate >= alarm) {
+    uint64_t expected = 0;
+    g_totals.heap_alarm_heap.store(candidate, std::memory_order_relaxed);  // (first writer's may be overwritten:
+    // by a figure that also crossed, as close to the crossing)
+    if (g_totals.heap_alarm_time.compare_exchange_strong(expected, coarse_rel_ns() | 1, std::memory_order_acq_rel)) {
+      g_totals.heap_alarm.store(INT64_MAX, std::memory_order_relaxed);
+      outbox_poke_writer();  // the writer takes the snapshot now, not at its next tick
+    }
+    t.fold_at = kFoldBytes + kHeapBias;
+    return;
+  }
+  const int64_t room = alarm - now;
+  t.fold_at = kHeapBias + (room < 1 ? 1 : room > kFoldBytes ? kFoldBytes : room);
+}
+
 void fold_heap(ThreadLocal &t) {
   // The maximum goes back first, then the delta (release): read_totals, reading the delta, the
   // maximum, then the delta again, never sees a reset delta with the old maximum, which would
@@ -108,6 +129,7 @@ void fold_heap(ThreadLocal &t) {
   int64_t d = __atomic_exchange_n(&t.counters.heap_delta, kHeapBias, __ATOMIC_ACQ_REL) - kHeapBias;
   int64_t before = g_totals.heap.fetch_add(d, std::memory_order_relaxed);
   int64_t candidate = before + (max > d ? max : d);
+  if (HS_UNLIKELY(g_totals.heap_alarm.load(std::memory_order_relaxed) != INT64_MAX)) heap_alarm(t, before + d, candidate);
   // (When the candidate is an excursion that has fallen back since, it happened at some point
   // since this thread's last fold, and since the last read_totals if that did not see it: now is
   // its latest possible time.)

@@ -151,6 +151,10 @@ struct ThreadLocal {
   uint8_t phase;           // ThreadPhase
   uint64_t rng;
   int64_t heap_delta_max;  // highest heap_delta since the last fold (for an exact peak), + kHeapBias
+  // A new maximum of heap_delta at or above this folds at once: kFoldBytes + kHeapBias, or less
+  // when the global heap is within kFoldBytes of a heap alarm (--snapshot-heap-above), so that
+  // the fold that crosses it is the allocation that does (fold_heap, heap_alarm).
+  int64_t fold_at;
   ThreadState *state;
   Counters counters;
 };
@@ -159,6 +163,7 @@ struct ThreadLocal {
 constexpr ThreadLocal initial_thread_local() {
   ThreadLocal t{};
   t.heap_delta_max = kHeapBias;
+  t.fold_at = kFoldBytes + kHeapBias;
   t.counters.heap_delta = kHeapBias;
   t.unregistered = 1;
   return t;
@@ -252,7 +257,7 @@ HS_INLINE bool count_alloc(ThreadLocal &t, uint64_t size) {
   int64_t d = add_local(t.counters.heap_delta, int64_t(size));
   if (d <= t.heap_delta_max) return false;
   store_relaxed(t.heap_delta_max, d);
-  return d >= kFoldBytes + kHeapBias;
+  return d >= t.fold_at;
 }
 HS_INLINE bool count_free(ThreadLocal &t, uint64_t size) {
   bump(t.counters.free_calls, 1);

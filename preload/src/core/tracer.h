@@ -42,6 +42,12 @@ struct GlobalTotals {
   std::atomic<uint32_t> live_threads{0};
   std::atomic<uint32_t> most_live_threads{0};  // the most registered at once
   std::atomic<uint64_t> dropped_events{0};
+  // The heap alarm (--snapshot-heap-above): the heap figure that sets it off (INT64_MAX: none, or
+  // gone off), and when it went off (coarse_rel_ns() | 1; 0: not yet). Set off by the fold of the
+  // allocation that crosses it (thread_registry.cc), served by the writer (snapshot.cc).
+  std::atomic<int64_t> heap_alarm{INT64_MAX};
+  std::atomic<uint64_t> heap_alarm_time{0};
+  std::atomic<int64_t> heap_alarm_heap{0};  // the heap figure that set it off (written before the time)
 };
 extern GlobalTotals g_totals HS_HIDDEN;
 

@@ -196,6 +196,7 @@ void init() {
   info::enabled = true;
   trigger::init(config.snapshot_signal);
   g_last_periodic_ns = now_rel_ns();
+  if (config.snapshot_heap_above) g_totals.heap_alarm.store(int64_t(config.snapshot_heap_above), std::memory_order_relaxed);
 }
 
 bool enabled() { return config.snapshots; }
@@ -239,6 +240,8 @@ void set_writer_stack(uint64_t lo, uint64_t hi) {
   g_writer_hi = hi;
 }
 
+static bool start_heap_threshold();
+
 void writer_tick(uint64_t heap_bytes, uint64_t rss_bytes) {
   if (!config.snapshots) return;
   info::advise_hugepages();
@@ -253,9 +256,9 @@ void writer_tick(uint64_t heap_bytes, uint64_t rss_bytes) {
   } else if (config.snapshot_every_ns && now - g_last_periodic_ns >= config.snapshot_every_ns) {
     g_last_periodic_ns = now;
     start(kPeriodic, "periodic");
-  } else if (config.snapshot_heap_above && !g_heap_fired && heap_bytes >= config.snapshot_heap_above) {
-    g_heap_fired = true;
-    start(kHeap, "heap threshold");
+  } else if (config.snapshot_heap_above && !g_heap_fired &&
+             (g_totals.heap_alarm_time.load(std::memory_order_acquire) || heap_bytes >= config.snapshot_heap_above)) {
+    g_heap_fired = start_heap_threshold();
   } else if (config.snapshot_rss_above && !g_rss_fired && rss_bytes >= config.snapshot_rss_above) {
     g_rss_fired = true;
     start(kRss, "rss threshold");
@@ -263,6 +266,23 @@ void writer_tick(uint64_t heap_bytes, uint64_t rss_bytes) {
 }
 
 void drain() { finish(true); }
+
+// The heap-threshold snapshot, labelled with when the heap crossed the threshold and how long after
+// it the snapshot was taken (the heap may have fallen since). False: not taken (another snapshot's
+// child still running, or --max-snapshots reached): the writer tries again at its next tick.
+static bool start_heap_threshold() {
+  uint64_t crossed = g_totals.heap_alarm_time.load(std::memory_order_acquire) & ~uint64_t(1);
+  char label[128];
+  if (crossed) {
+    uint64_t now = now_rel_ns();
+    snprintf(label, sizeof(label), "heap threshold (crossed at %.1f ms with the heap at %lld B, taken %.2f ms later)",
+             double(crossed) / 1e6, (long long)g_totals.heap_alarm_heap.load(std::memory_order_relaxed),
+             now > crossed ? double(now - crossed) / 1e6 : 0.0);
+  } else {
+    snprintf(label, sizeof(label), "heap threshold");
+  }
+  return start(kHeap, label);
+}
 
 void after_fork_child() {
   regs::set_writer_tid(0);  // the parent's writer; a writer of this process says so when it starts
@@ -290,6 +310,10 @@ void at_exit() {
     outbox_append_marker(0, text, n > 0 && size_t(n) < sizeof(text) ? size_t(n) : strlen(text));
   }
   if (trigger::pending() && start(kSignal, "signal")) finish(true);
+  // A heap threshold crossed since the writer's last tick (a short peak, then the end).
+  if (config.snapshot_heap_above && !g_heap_fired && g_totals.heap_alarm_time.load(std::memory_order_acquire) &&
+      start_heap_threshold())
+    finish(true);
   if (config.snapshot_at_exit && start(kExit, "exit")) finish(true);
 }
 

@@ -40,21 +40,22 @@ int run(const SnapshotArgs &a) {
   };
   // The type of the lost blocks of a site (replay/block_types.h): its definite blocks' type, or
   // several.
-  const replay::BlockTypes types = replay::block_types(s, rr.stacks, sym);
+  replay::BlockTyper types(s, rr.stacks, sym);  // only the lost blocks are typed
   struct Group {
     uint64_t definite_blocks = 0, definite_bytes = 0, indirect_blocks = 0, indirect_bytes = 0;
     uint32_t type = 0;
     bool mixed = false;
   };
   auto type_text = [&](const Group &g) -> std::string {
-    return g.mixed ? "several types" : types.name[g.type];
+    return g.mixed ? "several types" : types.all_names()[g.type];
   };
   std::map<uint32_t, Group> by_site;
   for (uint32_t b = 0; b < s.blocks(); ++b) {
     if (r.state[b] == snapshot::Reach::kDefinite) {
       Group &g = by_site[site_of(b)];
-      if (g.definite_blocks && g.type != types.group_of[b]) g.mixed = true;
-      g.type = types.group_of[b];
+      const uint32_t t = types.group(b);
+      if (g.definite_blocks && g.type != t) g.mixed = true;
+      g.type = t;
       ++g.definite_blocks;
       g.definite_bytes += s.size[b];
     } else if (r.state[b] == snapshot::Reach::kIndirect) {

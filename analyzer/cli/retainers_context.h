@@ -82,15 +82,17 @@ struct Context {
   // object a pointer variable points to), else its own node. See index_roots().
   std::vector<std::pair<uint32_t, uint32_t>> root_kids;
   std::vector<uint32_t> root_rep;
-  std::unique_ptr<replay::BlockTypes> types_;  // types(): made on first use
+  std::unique_ptr<replay::BlockTyper> typer_;  // typer(): made on first use
   std::unique_ptr<GraphStatsReport> stats;  // --stats; last, so that it prints first
   bool usage_error = false;                  // load(): a bad --hide-frames
 
   // Each block's type and how it was known (replay/block_types.h).
-  const replay::BlockTypes &types() {
-    if (!types_) types_ = std::make_unique<replay::BlockTypes>(replay::block_types(snap, capture.stacks, *sym, &roots));
-    return *types_;
+  replay::BlockTyper &typer() {
+    if (!typer_) typer_ = std::make_unique<replay::BlockTyper>(snap, capture.stacks, *sym, &roots);
+    return *typer_;
   }
+  // Every block's type at once (a histogram, a grouping); typer() for a few.
+  const replay::BlockTypes &types() { return typer().all(); }
   std::string sz(double b) const { return args.raw_bytes ? std::to_string(uint64_t(b + 0.5)) : human_bytes(b); }
   // The same in the size colour, padded to `width` first (see out_style).
   std::string szc(double b, int width = 0) const { return out_style(Style::kSize, sz(b), width); }
@@ -121,10 +123,9 @@ struct Context {
     bool inferred = false;
     if (!stack_of(block)) sym->call_site_address(capture.stacks, snap.call_site[block], &inferred);
     j["site_from"] = stack_of(block) ? "stack" : inferred ? "sampled_stacks_through_call_site" : "call_site";
-    const auto &t = types();
-    if (t.group_of[block]) {
-      j["type"] = t.type_of(block);
-      j["type_from"] = t.how[t.group_of[block]];
+    if (typer().group(block)) {
+      j["type"] = typer().type_of(block);
+      j["type_from"] = typer().how(block);
     }
     return j;
   }
@@ -227,7 +228,7 @@ struct Context {
     std::string what = cycle(leader) ? "cycle of " + human_count(n) + " block" + (n == 1 ? "" : "s")
                        : n == 1     ? std::string("unreachable block")
                                     : human_count(n) + " unreachable blocks";
-    const std::string &type = types().type_of(b);
+    const std::string &type = typer().type_of(b);
     return what + ", leader " + (type.empty() ? "" : type + " ") + hex(snap.addr[b]) + " at " + site_label(b);
   }
   // The "held by" line of node v.
@@ -242,7 +243,7 @@ struct Context {
     if (graph.is_root(v)) return root_label(v);
     if (is_leader(v)) return cluster_label(v);
     const uint32_t b = ObjectGraph::block_of(v);
-    const std::string &type = types().type_of(b);
+    const std::string &type = typer().type_of(b);
     return (type.empty() ? "" : type + " ") + hex(snap.addr[b]) + " at " + site_label(b);
   }
   json root_json(uint32_t v) const {

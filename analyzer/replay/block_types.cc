@@ -42,34 +42,14 @@ std::string pointee_type(const std::string &declared) {
   return t;
 }
 
-BlockTypes block_types(const snapshot::HeapSnapshot &s, const capture::StackTree &stacks, StackSymbolizer &sym,
-                       const snapshot::RootObjects *roots) {
-  BlockTypes t;
-  t.group_of.assign(s.blocks(), 0);
-  std::vector<uint32_t> vtable_group(s.type_names.size() + 1, 0);
-  for (size_t k = 0; k < s.type_names.size(); ++k) vtable_group[k + 1] = t.group_named(class_name(s.type_names[k]), "vtable");
-  std::unordered_map<uint64_t, uint32_t> call_site_group;  // an unsampled block's type: its call site's
-  std::unordered_map<uint32_t, uint32_t> stack_group;      // a sampled one's: its stack's
-  auto frames_group = [&](const std::vector<DisplayFrame> &frames) {
-    std::string name = type_from_frames(frames);
-    return name.empty() ? 0u : t.group_named(name, "frames");
-  };
-  for (uint32_t b = 0; b < s.blocks(); ++b) {
-    if (!s.type.empty() && s.type[b]) {
-      t.group_of[b] = vtable_group[s.type[b]];
-    } else if (b < s.stack.size() && s.stack[b] && stacks.valid(s.stack[b])) {
-      auto [it, fresh] = stack_group.try_emplace(s.stack[b], 0);
-      if (fresh) it->second = frames_group(sym.stack(stacks, s.stack[b]));
-      t.group_of[b] = it->second;
-    } else if (b < s.call_site.size() && s.call_site[b]) {
-      auto [it, fresh] = call_site_group.try_emplace(s.call_site[b], 0);
-      if (fresh) it->second = frames_group(sym.frames_of(s.call_site[b]));
-      t.group_of[b] = it->second;
-    }
-  }
-  if (!roots) return t;
+BlockTyper::BlockTyper(const snapshot::HeapSnapshot &s, const capture::StackTree &stacks, StackSymbolizer &sym,
+                       const snapshot::RootObjects *roots)
+    : s_(s), stacks_(stacks), sym_(sym) {
+  vtable_group_.assign(s.type_names.size() + 1, 0);
+  for (size_t k = 0; k < s.type_names.size(); ++k) vtable_group_[k + 1] = t_.group_named(class_name(s.type_names[k]), "vtable");
+  if (!roots) return;
   // A pointer variable's one word, at its start, pointing at a block's start: the block is what
-  // the variable's type points to.
+  // the variable's type points to (when nothing better names it: see group()).
   for (uint32_t r = 0; r < s.roots.size(); ++r) {
     const auto &rr = s.roots[r];
     for (uint32_t k = rr.first; k < rr.first + rr.count; ++k) {
@@ -77,15 +57,55 @@ BlockTypes block_types(const snapshot::HeapSnapshot &s, const capture::StackTree
       if (o == UINT32_MAX) continue;
       const snapshot::RootObject &ro = roots->objects[o];
       if (ro.what != snapshot::RootObject::kVariable || ro.size != 8 || rr.start + s.root_offset[k] != ro.start ||
-          (k < s.root_interior.size() && s.root_interior[k]))
+          (k < s.root_interior.size() && s.root_interior[k]) || s.root_target[k] >= s.blocks())
         continue;
-      const uint32_t b = s.root_target[k];
-      if (b >= s.blocks() || t.group_of[b]) continue;
       std::string pointee = pointee_type(ro.type);
-      if (!pointee.empty()) t.group_of[b] = t.group_named(pointee, "variable");
+      if (!pointee.empty()) variable_group_.emplace(s.root_target[k], t_.group_named(pointee, "variable"));
     }
   }
-  return t;
+}
+
+uint32_t BlockTyper::group(uint32_t b) {
+  if (all_) return t_.group_of[b];
+  uint32_t g = 0;
+  if (!s_.type.empty() && s_.type[b]) {
+    g = vtable_group_[s_.type[b]];
+  } else if (b < s_.stack.size() && s_.stack[b] && stacks_.valid(s_.stack[b])) {
+    auto [it, fresh] = stack_group_.try_emplace(s_.stack[b], 0);
+    if (fresh) {
+      std::string name = type_from_frames(sym_.stack(stacks_, s_.stack[b]));
+      it->second = name.empty() ? 0u : t_.group_named(name, "frames");
+    }
+    g = it->second;
+  } else if (b < s_.call_site.size() && s_.call_site[b]) {
+    auto [it, fresh] = call_site_group_.try_emplace(s_.call_site[b], 0);
+    if (fresh) {
+      std::string name = type_from_frames(sym_.frames_of(s_.call_site[b]));
+      it->second = name.empty() ? 0u : t_.group_named(name, "frames");
+    }
+    g = it->second;
+  }
+  if (!g && !variable_group_.empty()) {
+    auto v = variable_group_.find(b);
+    if (v != variable_group_.end()) g = v->second;
+  }
+  return g;
+}
+
+const BlockTypes &BlockTyper::all() {
+  if (!all_) {
+    std::vector<uint32_t> group_of(s_.blocks());
+    for (uint32_t b = 0; b < s_.blocks(); ++b) group_of[b] = group(b);
+    t_.group_of = std::move(group_of);
+    all_ = true;
+  }
+  return t_;
+}
+
+BlockTypes block_types(const snapshot::HeapSnapshot &s, const capture::StackTree &stacks, StackSymbolizer &sym,
+                       const snapshot::RootObjects *roots) {
+  BlockTyper typer(s, stacks, sym, roots);
+  return typer.all();
 }
 
 }  // namespace heapsnap::replay

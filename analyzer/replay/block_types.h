@@ -36,7 +36,35 @@ struct BlockTypes {
   std::unordered_map<std::string, uint32_t> by_name_;
 };
 
-// `roots`: the snapshot's root objects, for the variable source (nullptr: not used).
+// Types block by block, each worked out when first asked for (a query that labels twenty rows
+// types twenty blocks, not ten million): a call site's or a stack's type once, the variables'
+// pointees up front (one pass over the root words).
+class BlockTyper {
+ public:
+  // `roots`: the snapshot's root objects, for the variable source (nullptr: not used). The
+  // arguments must outlive the typer.
+  BlockTyper(const snapshot::HeapSnapshot &s, const capture::StackTree &stacks, StackSymbolizer &sym,
+             const snapshot::RootObjects *roots = nullptr);
+  uint32_t group(uint32_t block);  // into types().name / how
+  const std::string &type_of(uint32_t block) { return t_.name[group(block)]; }
+  const std::string &how(uint32_t block) { return t_.how[group(block)]; }
+  const std::vector<std::string> &all_names() const { return t_.name; }  // by group, so far
+  // Every block's group (BlockTypes::group_of filled): for histograms and grouping.
+  const BlockTypes &all();
+
+ private:
+  const snapshot::HeapSnapshot &s_;
+  const capture::StackTree &stacks_;
+  StackSymbolizer &sym_;
+  BlockTypes t_;
+  bool all_ = false;
+  std::vector<uint32_t> vtable_group_;
+  std::unordered_map<uint64_t, uint32_t> call_site_group_;
+  std::unordered_map<uint32_t, uint32_t> stack_group_;
+  std::unordered_map<uint32_t, uint32_t> variable_group_;  // block -> group, from pointer variables
+};
+
+// Every block's type at once (BlockTyper(...).all()).
 BlockTypes block_types(const snapshot::HeapSnapshot &s, const capture::StackTree &stacks, StackSymbolizer &sym,
                        const snapshot::RootObjects *roots = nullptr);
 

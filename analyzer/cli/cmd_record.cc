@@ -36,6 +36,7 @@ struct Options {
   std::vector<std::string> command;
   // Snapshots (see HEAPSNAP_SNAPSHOT in preload/src/core/config.h).
   bool snap_exit = false;
+  bool snap_main = false;
   std::string snap_signal;      // "" = off
   uint64_t snap_every = 0;
   std::string snap_heap, snap_rss;
@@ -206,6 +207,7 @@ std::string snapshot_spec(const Options &o, std::string *error) {
   std::string spec;
   auto add = [&](const std::string &item) { spec += (spec.empty() ? "" : ",") + item; };
   if (o.snap_exit) add("exit");
+  if (o.snap_main) add("main");
   if (!o.snap_signal.empty()) add("signal:" + o.snap_signal);
   if (o.snap_every) add("every:" + std::to_string(o.snap_every));
   uint64_t v;
@@ -631,7 +633,11 @@ void add_record_command(CLI::App &app, int *rc) {
                   "forked children: follow (own capture file, name + .<pid>) or stop (untraced)");
   cmd->add_flag("-f,--force", opts->force, "replace an existing output file");
   cmd->add_flag("--snapshot-at-exit", opts->snap_exit,
-                "heap snapshot (every live block, roots, pointers) after the program's atexit handlers");
+                "heap snapshot (every live block, roots, pointers) after the program's atexit handlers and static "
+                "destructors: what they left (leaks)");
+  cmd->add_flag("--snapshot-before-destructors", opts->snap_main,
+                "heap snapshot when main returns or the program calls exit(), before atexit handlers and static "
+                "destructors: the heap as main left it, globals and statics still alive (retention)");
   CLI::Option *on_signal =
       cmd->add_option("--snapshot-on-signal", opts->snap_signal, "heap snapshot when the program gets this signal (default USR2)")
           ->expected(0, 1);

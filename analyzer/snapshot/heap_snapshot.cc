@@ -13,6 +13,7 @@ const char *trigger_name(int t) {
     case wire::TRIGGER_HEAP_THRESHOLD: return "heap-threshold";
     case wire::TRIGGER_RSS_THRESHOLD: return "rss-threshold";
     case wire::TRIGGER_CLIENT: return "client";
+    case wire::TRIGGER_BEFORE_DESTRUCTORS: return "before-destructors";
     default: return "?";
   }
 }

@@ -196,5 +196,28 @@ def case_by_type(a):
     check(dt["by"] == "type", "diff --by type says so")
 
 
+def case_before_destructors(a):
+    """--snapshot-before-destructors (issue 30.3): when main returns, or when the program calls
+    exit(), before static destructors: the static std::map is whole there, and gone in the exit
+    snapshot after them."""
+    for how, args, label in (("returns", [], "main returned"), ("exit", ["exit"], "exit called")):
+        out = os.path.join(a.workdir, "dtor-%s.hsnap" % how)
+        if os.path.exists(out):
+            os.unlink(out)
+        r = run([a.heapsnap, "record", "-q", "-f", "--snapshot-before-destructors", "--snapshot-at-exit", "-o", out, "--",
+                 os.path.join(a.programs, "dtor_app"), *args])
+        check(r.returncode == 0, "%s: recorded (%s)" % (how, r.stderr[-300:]))
+        table = int(r.stdout.split()[1])
+        snaps = hj(a, "snapshots", "--json", out)["snapshots"]
+        check([(x["trigger"], x["label"], x["complete"]) for x in snaps] ==
+              [("before-destructors", label, True), ("exit", "exit", True)],
+              "%s: a snapshot before destructors, labelled '%s', then the exit one (%s)" % (how, label, snaps))
+        before = {x["name"]: x for x in hj(a, "roots", "--json", "--snapshot", str(snaps[0]["index"]), out)["roots"]}
+        check(before.get("g_table", {}).get("retained_bytes") == table,
+              "%s: before destructors, g_table holds its %d bytes (%s)" % (how, table, before.get("g_table")))
+        after = hj(a, "roots", "--json", "--snapshot", str(snaps[1]["index"]), out)
+        check(after["total_bytes"] < table, "%s: after them, the heap no longer holds the table (%d)" % (how, after["total_bytes"]))
+
+
 if __name__ == "__main__":
     casekit.main(globals(), ["--heapsnap", "--programs"])

@@ -72,6 +72,7 @@ bool parse_snapshot(const char *spec) {
     if (arg) *arg++ = '\0';
     uint64_t v = 0;
     if (strcmp(item, "exit") == 0 && !arg) config.snapshot_at_exit = true;
+    else if (strcmp(item, "main") == 0 && !arg) config.snapshot_before_destructors = true;
     else if (strcmp(item, "signal") == 0) { if (!parse_signal(arg ? arg : "USR2", &config.snapshot_signal)) return false; }
     else if (strcmp(item, "every") == 0 && arg && parse_u64(arg, &v) && v > 0) config.snapshot_every_ns = v * 1000000000ull;
     else if (strcmp(item, "heap") == 0 && arg && parse_size(arg, &v) && v > 0) config.snapshot_heap_above = v;
@@ -145,6 +146,7 @@ bool read_config() {
       (void)!write(2, msg, sizeof(msg) - 1);
       config.snapshots = false;
       config.snapshot_at_exit = false;
+      config.snapshot_before_destructors = false;
       config.snapshot_signal = 0;
       config.snapshot_every_ns = config.snapshot_heap_above = config.snapshot_rss_above = 0;
     }

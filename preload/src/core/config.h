@@ -20,10 +20,11 @@ struct Config {
   int unwinder;               // HEAPSNAP_UNWINDER=fast|libunwind|check (unwind::Mode)
   char unwind_check[512];     // HEAPSNAP_UNWIND_CHECK: check mode's report file
 
-  // HEAPSNAP_SNAPSHOT: comma-separated triggers, e.g. "exit,signal:USR2,every:30,heap:2G,
+  // HEAPSNAP_SNAPSHOT: comma-separated triggers, e.g. "exit,main,signal:USR2,every:30,heap:2G,
   // rss:3G,max:5,contents". Any trigger turns on the full live-block table (see info_shadow.h).
   bool snapshots;             // some trigger is set
   bool snapshot_at_exit;
+  bool snapshot_before_destructors;  // when main returns or exit() is called (snapshot.h)
   int snapshot_signal;        // 0 = none
   uint64_t snapshot_every_ns; // 0 = none
   uint64_t snapshot_heap_above;

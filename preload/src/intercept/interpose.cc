@@ -19,6 +19,7 @@
 #include "core/thread_state.h"
 #include "core/tracer.h"
 #include "intercept/usable_size.h"
+#include "snapshot/snapshot.h"
 
 namespace hs {
 void finish_before_process_ends(const char *reason);
@@ -488,6 +489,41 @@ HS_EXPORT void quick_exit(int status) {
 HS_EXPORT void _Exit(int status) {
   finish_before_process_ends("_exit");
   static auto real = next_fn<void (*)(int)>("_Exit");
+  real(status);
+  __builtin_unreachable();
+}
+
+// --- main's end: the snapshot before destructors ------------------------------------------------
+// main returning reaches exit() inside libc (no call this shim can interpose), so the program's
+// main is wrapped: __libc_start_main, which the executable's _start calls through the dynamic
+// linker, is this shim's when a before-destructors snapshot is configured, and hands libc the
+// wrapper. A program that calls exit() itself goes through exit below. Either way the snapshot is
+// taken once, before the atexit handlers and static destructors run.
+
+namespace {
+using MainFn = int (*)(int, char **, char **);
+MainFn g_program_main = nullptr;
+int main_then_snapshot(int argc, char **argv, char **envp) {
+  int rc = g_program_main(argc, argv, envp);
+  snapshot::before_destructors("main returned");
+  return rc;
+}
+}  // namespace
+
+HS_EXPORT int __libc_start_main(MainFn main, int argc, char **argv, void (*init)(), void (*fini)(),
+                                void (*rtld_fini)(), void *stack_end) {
+  using StartFn = int (*)(MainFn, int, char **, void (*)(), void (*)(), void (*)(), void *);
+  static StartFn real = next_fn<StartFn>("__libc_start_main");
+  if (snapshot::wants_before_destructors() && main) {
+    g_program_main = main;
+    main = main_then_snapshot;
+  }
+  return real(main, argc, argv, init, fini, rtld_fini, stack_end);
+}
+
+HS_EXPORT void exit(int status) {
+  snapshot::before_destructors("exit called");
+  static auto real = next_fn<void (*)(int)>("exit");
   real(status);
   __builtin_unreachable();
 }

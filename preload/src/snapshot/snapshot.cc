@@ -317,6 +317,17 @@ void at_exit() {
   if (config.snapshot_at_exit && start(kExit, "exit")) finish(true);
 }
 
+bool wants_before_destructors() { return config.snapshots && config.snapshot_before_destructors; }
+
+void before_destructors(const char *how) {
+  static uint64_t taken_in = 0;  // the pid that took it: once per process, a forked child its own
+  if (!wants_before_destructors() || !tracing() || taken_in == uint64_t(getpid())) return;
+  taken_in = uint64_t(getpid());
+  writer_flush_now();  // what the threads recorded goes first, as at exit
+  finish(true);
+  if (start(kBeforeDestructors, how)) finish(true);
+}
+
 void at_salvage() {
   if (!config.snapshots || !config.snapshot_at_exit) return;
   // A snapshot child the program had running went with it (its parent is gone; the file it left

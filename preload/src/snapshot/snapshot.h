@@ -9,7 +9,7 @@
 
 namespace hs::snapshot {
 
-enum Trigger : int { kExit = 0, kSignal = 1, kPeriodic = 2, kHeap = 3, kRss = 4, kClient = 5 };
+enum Trigger : int { kExit = 0, kSignal = 1, kPeriodic = 2, kHeap = 3, kRss = 4, kClient = 5, kBeforeDestructors = 6 };
 
 // Called once at start-up when snapshots are configured: enables the live-block table and
 // installs the signal handler.
@@ -23,6 +23,10 @@ void request(const char *label);
 void writer_tick(uint64_t heap_bytes, uint64_t rss_bytes);
 // At exit: waits for a running child, then takes the exit snapshot if configured (blocking).
 void at_exit();
+// When main returns or the program calls exit(), before atexit handlers and static destructors:
+// the before-destructors snapshot, if configured, once per process (blocking). `how` labels it.
+bool wants_before_destructors();
+void before_destructors(const char *how);
 // The tail guard's salvage (tail_guard.h): the exit snapshot, if configured, of the memory of a
 // process that ended without the shim's exit path, taken by a child of the guard.
 void at_salvage();

@@ -1,0 +1,21 @@
+// A static std::map that its destructor empties at exit (tests/integration/roots_cases.py,
+// before_destructors): a snapshot after destructors sees none of it, one before them all of it.
+// Prints the bytes the map holds (its nodes and their strings, from libstdc++'s node type). With
+// the argument "exit" the program calls exit() itself instead of returning from main.
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <map>
+#include <string>
+
+static std::map<int, std::string> g_table;
+
+using TableNode = std::_Rb_tree_node<std::pair<const int, std::string>>;
+
+int main(int argc, char **argv) {
+  for (int i = 0; i < 1000; i++) g_table.emplace(i, std::string(100, char('a' + i % 26)));
+  std::printf("table %zu\n", g_table.size() * (sizeof(TableNode) + 101));
+  std::fflush(stdout);
+  if (argc > 1 && !std::strcmp(argv[1], "exit")) std::exit(0);
+  return 0;
+}

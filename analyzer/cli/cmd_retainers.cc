@@ -102,11 +102,7 @@ int run_top(const TopArgs &a) {
   if (a.by == "type") return print_types(c, a);
   const auto &g = c.graph;
   uint64_t total = g.total_bytes();
-  json out;
-  out["file"] = a.file;
-  out["snapshot"] = c.snap.info.index;
-  out["total_reachable_bytes"] = g.reachable_bytes();
-  out["unreachable_bytes"] = g.unreachable_bytes();
+  json out = json_heading(c);
   out["total_bytes"] = total;
   out["blocks"] = c.snap.blocks();
   if (a.by == "object") {
@@ -410,11 +406,7 @@ int run_dominators(const DomArgs &a) {
   }
   json tree = emit(first, 0);
   if (a.json) {
-    json out;
-    out["file"] = a.file;
-    out["snapshot"] = c.snap.info.index;
-    out["total_reachable_bytes"] = g.reachable_bytes();
-    out["unreachable_bytes"] = g.unreachable_bytes();
+    json out = json_heading(c);
     out["tree"] = tree;
     std::cout << out.dump(2) << "\n";
   }

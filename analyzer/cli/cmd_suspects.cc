@@ -153,11 +153,7 @@ int run_suspects(const SnapshotArgs &a) {
   }
   if (suspects.empty() && order.empty() && !a.json) printf("\nno object or site retains more than 10%% of the heap\n");
   if (a.json) {
-    json out;
-    out["file"] = a.file;
-    out["snapshot"] = c.snap.info.index;
-    out["total_reachable_bytes"] = g.reachable_bytes();
-    out["unreachable_bytes"] = g.unreachable_bytes();
+    json out = json_heading(c);
     out["suspects"] = arr;
     out["groups"] = groups;
     out["unreachable"] = leaks;

@@ -47,6 +47,15 @@ bool load(const SnapshotArgs &a, Context *c, bool with_children, bool print_stat
 int load_failed(const Context &c) { return c.usage_error ? kExitUsage : kExitInput; }
 
 // "… reachable + … unreachable" for headings.
+json json_heading(const Context &c) {
+  json out;
+  out["file"] = c.args.file;
+  out["snapshot"] = c.snap.info.index;
+  out["total_reachable_bytes"] = c.graph.reachable_bytes();
+  out["unreachable_bytes"] = c.graph.unreachable_bytes();
+  return out;
+}
+
 std::string heap_summary(const Context &c) {
   const auto &g = c.graph;
   std::string s = c.szc(double(g.reachable_bytes())) + " reachable";

@@ -271,6 +271,9 @@ bool load(const SnapshotArgs &a, Context *c, bool with_children, bool print_stat
 int load_failed(const Context &c);
 // "2.4 MiB reachable + 144 B unreachable", for headings.
 std::string heap_summary(const Context &c);
+// The fields every snapshot query's --json starts with: file, snapshot, total_reachable_bytes,
+// unreachable_bytes.
+json json_heading(const Context &c);
 // The leak cliques' leaders, biggest first.
 std::vector<uint32_t> clusters_by_size(const Context &c);
 json cluster_json(Context &c, uint32_t leader);

@@ -509,12 +509,16 @@
       box.appendChild(ol);
     }
     box.appendChild(el('div', { cls: 'sub', text: 'Allocation stack:' }));
-    var st = el('ol', { cls: 'stack' });
-    r.stack.frames.forEach(function (f) { st.appendChild(el('li', { text: f })); });
-    if (r.stack.more) st.appendChild(el('li', { cls: 'more', text: '… ' + r.stack.more + ' more frames' }));
-    box.appendChild(st);
+    box.appendChild(stackList(r.stack));
     td.appendChild(box);
     return td;
+  }
+  // A stack {frames[], more} as an ordered list.
+  function stackList(stack) {
+    var st = el('ol', { cls: 'stack' });
+    stack.frames.forEach(function (f) { st.appendChild(el('li', { text: f })); });
+    if (stack.more) st.appendChild(el('li', { cls: 'more', text: '… ' + stack.more + ' more frames' }));
+    return st;
   }
   // cols: [{label, key (sort value), fmt(row), num, cell(row) -> td}]
   function table(host, cols, rows, opts) {
@@ -660,10 +664,7 @@
       { label: 'leader (click for its stack)', key: function (r) { return (r.type || '') + siteLabel(r.site); }, cell: function (r) {
         var td = el('td', { cls: 'site' });
         var box = el('details', null, [el('summary', { text: (r.type ? r.type + ' ' : '') + r.address + '  ' + siteLabel(r.site) })]);
-        var st = el('ol', { cls: 'stack' });
-        r.stack.frames.forEach(function (f) { st.appendChild(el('li', { text: f })); });
-        if (r.stack.more) st.appendChild(el('li', { cls: 'more', text: '… ' + r.stack.more + ' more frames' }));
-        box.appendChild(st);
+        box.appendChild(stackList(r.stack));
         td.appendChild(box);
         return td;
       } }

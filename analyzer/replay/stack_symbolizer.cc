@@ -208,21 +208,21 @@ uint64_t StackSymbolizer::call_site_address(const capture::StackTree &tree, uint
     call_site_tree_ = &tree;
     call_site_memo_.clear();
     nodes_of_address_.clear();
-    for (uint32_t n = 1; n <= tree.nodes(); ++n) nodes_of_address_[tree.address(n)].push_back(n);
+    nodes_of_address_.reserve(tree.nodes());
+    for (uint32_t n = 1; n <= tree.nodes(); ++n) nodes_of_address_.push_back({tree.address(n), n});
+    std::sort(nodes_of_address_.begin(), nodes_of_address_.end());
   }
   auto [it, fresh] = call_site_memo_.try_emplace(call_site, 1);
   if (fresh) {
-    auto nodes = nodes_of_address_.find(call_site);
     uint64_t agreed = 0;
-    if (nodes != nodes_of_address_.end()) {
-      for (uint32_t n : nodes->second) {
-        uint64_t site = site_address(tree, n, call_site);
-        if (site == call_site || (agreed && site_id(site) != site_id(agreed))) {
-          agreed = 0;  // no program frame above this one, or two different ones: no inference
-          break;
-        }
-        agreed = site;
+    for (auto n = std::lower_bound(nodes_of_address_.begin(), nodes_of_address_.end(), std::make_pair(call_site, 0u));
+         n != nodes_of_address_.end() && n->first == call_site; ++n) {
+      uint64_t site = site_address(tree, n->second, call_site);
+      if (site == call_site || (agreed && site_id(site) != site_id(agreed))) {
+        agreed = 0;  // no program frame above this one, or two different ones: no inference
+        break;
       }
+      agreed = site;
     }
     if (agreed) it->second = agreed;
   }

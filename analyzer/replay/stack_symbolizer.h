@@ -135,7 +135,9 @@ class StackSymbolizer {
   bool infer_call_sites_ = true;
   const capture::StackTree *call_site_tree_ = nullptr;
   std::unordered_map<uint64_t, uint64_t> call_site_memo_;
-  std::unordered_map<uint64_t, std::vector<uint32_t>> nodes_of_address_;
+  // (address, node) for every node of the tree, sorted: 12 bytes a node, where a map of
+  // vectors cost a heap block per distinct address.
+  std::vector<std::pair<uint64_t, uint32_t>> nodes_of_address_;
   std::unordered_map<uint64_t, uint32_t> site_id_of_address_;
   std::unordered_map<std::string, uint32_t> site_id_of_label_;
   std::vector<uint64_t> site_id_address_;

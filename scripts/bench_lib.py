@@ -43,12 +43,13 @@ import bench_fastpath  # noqa: E402 (beside this file)
 TCMALLOC = "/usr/lib/x86_64-linux-gnu/libtcmalloc.so.4"
 PYTHON = "/usr/bin/python3"
 
-TOOLS = ["native", "hs", "hs-all", "hs-snap", "heaptrack", "gperf", "massif"]
+TOOLS = ["native", "hs", "hs-all", "hs-snap", "hs-peak", "heaptrack", "gperf", "massif"]
 TOOL_TITLE = {
     "native": "native",
     "hs": "heapsnap default",
     "hs-all": "heapsnap --sample-bytes 1",
     "hs-snap": "heapsnap --snapshot-at-exit",
+    "hs-peak": "heapsnap --snapshot-at-peak",
     "heaptrack": "heaptrack",
     "gperf": "gperftools HEAPPROFILE",
     "massif": "massif",
@@ -154,7 +155,7 @@ class Bench:
         gxx.insert(i, "-frandom-seed=1")
         stress = os.path.join(w, "bin", "tests", "stress_threads")
         micro_n, micro_slow = self.size["micro_pairs"], self.size["micro_pairs_slow"]
-        hs_modes = ["hs", "hs-all", "hs-snap"]
+        hs_modes = ["hs", "hs-all", "hs-snap", "hs-peak"]
         self.workloads = [
             Workload("py", "PYTHONMALLOC=malloc python3 (dict/list/str/json/regex)",
                      [PYTHON, os.path.join(bench, "py_workload.py")] +
@@ -201,7 +202,8 @@ class Bench:
         if tool == "native":
             pass
         elif tool.startswith("hs"):
-            opts = {"hs": [], "hs-all": ["--sample-bytes", "1"], "hs-snap": ["--snapshot-at-exit"]}[tool]
+            opts = {"hs": [], "hs-all": ["--sample-bytes", "1"], "hs-snap": ["--snapshot-at-exit"],
+                    "hs-peak": ["--snapshot-at-peak"]}[tool]
             argv = [self.heapsnap, "record", "-q", "-f", "-o", cap + ".hsnap"] + opts + ["--"] + argv
             env["HEAPSNAP_PRELOAD"] = self.shim
         elif tool == "heaptrack":
@@ -216,7 +218,7 @@ class Bench:
 
     def timeout_for(self, wl, tool):
         est = wl.native_estimate or 5.0
-        factor = {"native": 10, "hs": 20, "hs-all": 40, "hs-snap": 20, "heaptrack": 40,
+        factor = {"native": 10, "hs": 20, "hs-all": 40, "hs-snap": 20, "hs-peak": 20, "heaptrack": 40,
                   "gperf": 400, "massif": 250}[tool]
         return max(60.0, factor * est) * self.args.timeout_scale
 
@@ -278,6 +280,8 @@ class Bench:
         r["capture_bytes"] = sum(os.path.getsize(f) for f in files) if tool != "native" else None
         if tool == "gperf" and files and max(os.path.getsize(f) for f in files) >= 1048000:
             r["note"] = "gperftools cut its heap dump at 1 MiB: stack list incomplete"
+        if r["ok"] and tool == "hs-peak":
+            self.at_peak_figures(os.path.join(rundir, "capture.hsnap"), r)
         if r["ok"] and tool != "native" and wl.check != "micro" and not self.args.no_analysis:
             self.analyze(wl, tool, files, rundir, r)
         if not self.args.keep:
@@ -367,6 +371,21 @@ class Bench:
             sel = []
         return [os.path.join(rundir, f) for f in sel]
 
+    def at_peak_figures(self, cap, r):
+        """--snapshot-at-peak: the kept snapshot's heap against the run's exact maximum, and how many
+        were forked (the shim's marker)."""
+        def q(*args):
+            p = subprocess.run([self.heapsnap] + list(args) + ["--json", cap], stdout=subprocess.PIPE,
+                               stderr=subprocess.DEVNULL, text=True)
+            return json.loads(p.stdout) if p.returncode == 0 else {}
+        snaps = [x for x in q("snapshots").get("snapshots", []) if x.get("trigger") == "peak"]
+        r["peak_bytes"] = q("summary").get("peak_heap_bytes")
+        r["peak_snapshot_bytes"] = snaps[-1]["bytes"] if snaps else None
+        for m in q("timeline").get("markers", []):
+            g = re.search(r"at-peak snapshot .*\((\d+) taken, (\d+) failed\)", m.get("text", ""))
+            if g:
+                r["peak_taken"], r["peak_failed"] = int(g.group(1)), int(g.group(2))
+
     def analyze(self, wl, tool, files, rundir, r):
         if not files:
             r["analysis_error"] = "no capture file"
@@ -423,6 +442,9 @@ class Bench:
                         extra += " analysis %.2f s" % r["analysis"]
                     if r.get("capture_bytes"):
                         extra += " capture %.2f MB" % human_mb(r["capture_bytes"])
+                    if r.get("peak_snapshot_bytes") and r.get("peak_bytes"):
+                        extra += " at-peak snapshot %.1f%% of the peak (%d forked)" % (
+                            100.0 * r["peak_snapshot_bytes"] / r["peak_bytes"], r.get("peak_taken", 0))
                     log("bench: round %d/%d %-7s %-10s %s" % (
                         rnd, self.rounds, wl.name, tool,
                         ("%.2f s  rss %.0f MB%s" % (r["wall"], r["rss_kb"] / 1024.0, extra)) if r["ok"]
@@ -708,6 +730,23 @@ class Bench:
         L.append("- The machine may be shared: the load average above says how busy it was; cpu × in the "
                  "details is less sensitive to other load than wall ×.")
         L.append("")
+        peak_runs = [r for r in self.results if r["tool"] == "hs-peak" and r.get("peak_bytes")]
+        if peak_runs:
+            L.append("## At-peak snapshots (issue 30)")
+            L.append("")
+            L.append("`heapsnap record --snapshot-at-peak` (5%): the kept snapshot's heap against the run's exact "
+                     "maximum, and how many frozen children were forked to get it (one per 5% level crossed).")
+            L.append("")
+            L.append("| workload | round | peak | snapshot | of the peak | forked | wall × native |")
+            L.append("|---|---|---|---|---|---|---|")
+            for r in peak_runs:
+                nat = [x["wall"] for x in self.results if x["workload"] == r["workload"] and x["tool"] == "native" and x["ok"]]
+                ratio = ("%.2f" % (r["wall"] / statistics.median(nat))) if nat else "-"
+                snap = r.get("peak_snapshot_bytes")
+                L.append("| %s | %d | %.2f MB | %s | %s | %s | %s |" % (
+                    r["workload"], r["round"], r["peak_bytes"] / 1e6, ("%.2f MB" % (snap / 1e6)) if snap else "none",
+                    ("%.1f%%" % (100.0 * snap / r["peak_bytes"])) if snap else "-", r.get("peak_taken", "-"), ratio))
+            L.append("")
         return "\n".join(L)
 
     def shown_argv(self, wl):

@@ -40,6 +40,7 @@ struct Options {
   std::string snap_signal;      // "" = off
   uint64_t snap_every = 0;
   std::string snap_heap, snap_rss;
+  std::string snap_peak;        // "" = off, else a percentage
   uint32_t snap_max = 0;
   bool snap_contents = false;
   bool snap_request = false;
@@ -214,6 +215,15 @@ std::string snapshot_spec(const Options &o, std::string *error) {
   if (!o.snap_heap.empty()) {
     if (!parse_size(o.snap_heap, &v)) *error = "--snapshot-heap-above '" + o.snap_heap + "': expected a size (e.g. 512M, 2G)";
     add("heap:" + std::to_string(v));
+  }
+  if (!o.snap_peak.empty()) {
+    std::string p = o.snap_peak;
+    if (!p.empty() && p.back() == '%') p.pop_back();
+    if (p.empty() || p.size() > 3 || p.find_first_not_of("0123456789") != std::string::npos || std::stoi(p) < 1 ||
+        std::stoi(p) > 100)
+      *error = "--snapshot-at-peak '" + o.snap_peak + "': expected a whole percentage from 1 to 100 (e.g. --snapshot-at-peak=5)";
+    else
+      add("peak:" + p);
   }
   if (!o.snap_rss.empty()) {
     if (!parse_size(o.snap_rss, &v)) *error = "--snapshot-rss-above '" + o.snap_rss + "': expected a size (e.g. 512M, 2G)";
@@ -644,6 +654,12 @@ void add_record_command(CLI::App &app, int *rc) {
   cmd->add_option("--snapshot-every", opts->snap_every, "heap snapshot every N seconds");
   cmd->add_option("--snapshot-heap-above", opts->snap_heap, "heap snapshot when the heap first exceeds SIZE (e.g. 2G)");
   cmd->add_option("--snapshot-rss-above", opts->snap_rss, "heap snapshot when RSS first exceeds SIZE");
+  CLI::Option *at_peak =
+      cmd->add_option("--snapshot-at-peak", opts->snap_peak,
+                      "a heap snapshot within PCT percent of the heap's maximum (--snapshot-at-peak=PCT, default 5): "
+                      "taken each time the heap passes the last one's by PCT (from 256 KiB), only the largest kept "
+                      "(not counted in --max-snapshots); peak and the snapshot queries use it")
+          ->expected(0, 1);
   cmd->add_option("--max-snapshots", opts->snap_max, "at most N snapshots (default 10)");
   cmd->add_flag("--snapshot-on-request", opts->snap_request,
                 "heap snapshots when the program calls heapsnap_snapshot() (preload/include/heapsnap.h)");
@@ -660,6 +676,7 @@ void add_record_command(CLI::App &app, int *rc) {
       "  heapsnap record -o app.hsnap -- ./app arg1 arg2\n"
       "  heapsnap record --sample-bytes 1 -o all.hsnap -- python3 script.py\n"
       "  heapsnap record --snapshot-at-exit -o app.hsnap -- ./app\n"
+      "  heapsnap record --snapshot-at-peak -o app.hsnap -- ./app   (then: heapsnap peak app.hsnap)\n"
       "  heapsnap record --snapshot-on-signal=USR2 -o srv.hsnap -- ./server &  kill -USR2 $!\n"
       "Signals sent to record (TERM, HUP, USR1, USR2, ALRM, the snapshot signal) go on to the program.\n"
       "Before the program runs, record creates and removes the capture file once (exit 2 if it cannot,\n"
@@ -670,8 +687,9 @@ void add_record_command(CLI::App &app, int *rc) {
       "those of them still running (a daemon) whose captures are still being written.\n"
       "The exit status is the program's (128+N if it was killed by signal N), or 3 if no capture at\n"
       "all was written (the message gives the program's own status).");
-  cmd->callback([opts, rc, on_signal] {
+  cmd->callback([opts, rc, on_signal, at_peak] {
     if (on_signal->count() && opts->snap_signal.empty()) opts->snap_signal = "USR2";
+    if (at_peak->count() && opts->snap_peak.empty()) opts->snap_peak = "5";
     opts->command = record_command();
     *rc = run(*opts);
   });

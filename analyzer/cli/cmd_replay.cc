@@ -13,6 +13,7 @@
 #include "cli/commands.h"
 #include "cli/format.h"
 #include "cli/replay_load.h"
+#include "cli/retainers_context.h"
 #include "cli/site_options.h"
 #include "cli/term_style.h"
 #include "replay/estimate_fit.h"
@@ -387,6 +388,33 @@ int run_top(const TopOpts &o) {
 
 // --- leaks and peak: live blocks grouped by stack -------------------------------------------------
 
+// The capture's at-peak snapshot (--snapshot-at-peak), if it has one.
+const replay::SnapshotPoint *peak_snapshot(const replay::ReplayResult &r) {
+  const replay::SnapshotPoint *found = nullptr;
+  for (const auto &s : r.snapshots)
+    if (s.trigger == wire::TRIGGER_PEAK) found = &s;
+  return found;
+}
+
+// peak's retention part: the at-peak snapshot's top retainers, or how to get them.
+int print_peak_retention(const Common &o, const replay::ReplayResult &r) {
+  const replay::SnapshotPoint *s = peak_snapshot(r);
+  if (!s) {
+    printf("\n(what held the peak, object by object: record with --snapshot-at-peak)\n");
+    return kExitOk;
+  }
+  printf("\n%s: snapshot %u, %s: %s\n", out_style(Style::kHeading, "what held the heap at its peak").c_str(), s->index,
+         human_duration(double(s->time_ns) / 1e9).c_str(), s->label.c_str());
+  printf("(dominators, path and diff take --snapshot %u too)\n\n", s->index);
+  fflush(stdout);
+  retainers::TopArgs a;
+  a.file = o.file;
+  a.snapshot = int(s->index);
+  a.limit = 5;
+  a.debug_dirs = o.debug_dirs;
+  return retainers::run_top(a);
+}
+
 int run_live(const Common &o, bool at_peak) {
   LoadedReplay L;
   int rc = kExitOk;
@@ -500,6 +528,10 @@ int run_live(const Common &o, bool at_peak) {
       arr.push_back(e);
     }
     j[at_peak ? "live_at_peak" : "leaks"] = arr;
+    if (at_peak) {
+      const replay::SnapshotPoint *s = peak_snapshot(r);
+      j["peak_snapshot"] = s ? json{{"index", s->index}, {"time_s", double(s->time_ns) / 1e9}, {"label", s->label}} : json();
+    }
     if (!at_peak) {
       // Client-API pool objects still live at the end, where the replay followed them to.
       json po = json::array();
@@ -605,6 +637,7 @@ int run_live(const Common &o, bool at_peak) {
            out_style(Style::kHeading, "plus client-API pools").c_str(), out_style(Style::kSize, size_str(o, pool_bytes)).c_str(),
            est_count_str(pool_blocks).c_str());
   print_notes(r, *L.sym);
+  if (at_peak) return print_peak_retention(o, r);
   return kExitOk;
 }
 

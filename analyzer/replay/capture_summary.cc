@@ -118,7 +118,9 @@ CaptureSummary summarize(capture::CaptureReader &reader) {
       case wire::Record::kSnapshotBegin:
         ++s.snapshots;
         snapshot_record(r.snapshot_begin().index(), true, false, pos.frame_offset);
-        check_order(r.snapshot_begin().time_ns(), pos.frame_offset);  // started after the totals before it
+        // Started after the totals before it; a deferred one (an at-peak snapshot, appended at the
+        // end) was taken earlier.
+        if (!r.snapshot_begin().deferred()) check_order(r.snapshot_begin().time_ns(), pos.frame_offset);
         break;
       case wire::Record::kSnapshotBlocks: snapshot_record(r.snapshot_blocks().index(), false, false, pos.frame_offset); break;
       case wire::Record::kSnapshotEdges: snapshot_record(r.snapshot_edges().index(), false, false, pos.frame_offset); break;

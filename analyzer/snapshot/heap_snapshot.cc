@@ -14,6 +14,7 @@ const char *trigger_name(int t) {
     case wire::TRIGGER_RSS_THRESHOLD: return "rss-threshold";
     case wire::TRIGGER_CLIENT: return "client";
     case wire::TRIGGER_BEFORE_DESTRUCTORS: return "before-destructors";
+    case wire::TRIGGER_PEAK: return "peak";
     default: return "?";
   }
 }

@@ -455,6 +455,65 @@ def case_heap_threshold_short(a):
           "at the 84th block's allocation, the first over 20 MiB: %d bytes (not a fold or tick later)" % crossed)
 
 
+def case_heap_threshold_threads(a):
+    """--snapshot-heap-above crossed by the sum of 8 threads' blocks, none of which folds (each under
+    the fold size): the writer's backstop takes it, labelled as the writer's sighting, with the 8
+    blocks in it; and a one-thread crossing is never labelled by the writer (see heap_threshold_short)."""
+    r, path = record(a, "threads_threshold", [edges(a), "threads_threshold"], ["--snapshot-heap-above", "1M"])
+    check(r.returncode == 0 and "snapshot started 1" in r.stdout,
+          "program exits 0, having seen the snapshot start while its threads held their blocks (%s %s)" % (r.stdout, r.stderr))
+    snaps = hsnap_json(a, "snapshots", "--json", path)["snapshots"]
+    heap = [x for x in snaps if x["trigger"] == "heap-threshold"]
+    check(len(heap) == 1 and heap[0]["complete"], "one heap-threshold snapshot, complete (%s)" % snaps)
+    m = re.search(r"crossed (?:at|by) [\d.]+ ms(?: with the heap at|: the writer saw the heap at) (\d+) B", heap[0]["label"])
+    check(m is not None and int(m.group(1)) >= 1000000, "its label says when and at what heap it was crossed (%s)" % heap[0]["label"])
+    check(heap[0]["blocks"] >= 8 and heap[0]["heap_bytes"] >= 8 * 200000,
+          "the snapshot holds the 8 threads' blocks (%d blocks, %d bytes)" % (heap[0]["blocks"], heap[0]["heap_bytes"]))
+
+
+def case_at_peak(a):
+    """--snapshot-at-peak (issue 30.2): one at-peak snapshot, whose heap is within the percentage of
+    the run's maximum, on a peak of a few milliseconds, on the highest of several peaks, and on a
+    peak at exit; the percentage is the user's; a bad one is refused."""
+    for mode, peak, opt, pct in (("short_peak", 25000000, "--snapshot-at-peak", 5),
+                                 ("several_peaks", 30000000, "--snapshot-at-peak", 5),
+                                 ("peak_at_exit", 25000000, "--snapshot-at-peak=2", 2)):
+        r, path = record(a, "at_peak_" + mode, [edges(a), mode], [opt])
+        check(r.returncode == 0, "%s: program exits 0 (%s)" % (mode, r.stderr))
+        snaps = hsnap_json(a, "snapshots", "--json", path)["snapshots"]
+        at_peak = [x for x in snaps if x["trigger"] == "peak"]
+        check(len(snaps) == 1 and len(at_peak) == 1 and at_peak[0]["complete"],
+              "%s: one at-peak snapshot, complete, and no other (%s)" % (mode, snaps))
+        s = hsnap_json(a, "summary", "--json", path)
+        check(s["peak_heap_bytes"] == peak, "%s: the run's maximum is exact: %d" % (mode, s["peak_heap_bytes"]))
+        got = at_peak[0]["bytes"]
+        check(peak * (100 - pct) / 100 <= got <= peak,
+              "%s: its heap, %d bytes, is within %d%% of the maximum %d" % (mode, got, pct, peak))
+        check("within %d%%" % pct in at_peak[0]["label"], "%s: its label says the bound (%s)" % (mode, at_peak[0]["label"]))
+        u = hsnap_json(a, "unreachable", "--json", path)
+        check(u["definitely_lost"]["bytes"] == 0 and u["possibly_lost"]["bytes"] == 0 and u["reachable"]["bytes"] == got,
+              "%s: every block in it reachable, the one whose allocation crossed too (its thread waited with its "
+              "registers on its stack): %s" % (mode, {k: v for k, v in u.items() if isinstance(v, dict)}))
+        p = hsnap_json(a, "peak", "--json", path)
+        check(p.get("peak_snapshot") and p["peak_snapshot"]["index"] == at_peak[0]["index"],
+              "%s: peak --json names the at-peak snapshot (%s)" % (mode, p.get("peak_snapshot")))
+        t = run([a.heapsnap, "peak", path]).stdout
+        check(("what held the heap at its peak: snapshot %d" % at_peak[0]["index"]) in t and "top retainers of snapshot" in t,
+              "%s: peak prints the snapshot's top retainers beside the stacks" % mode)
+        t = run([a.heapsnap, "timeline", path]).stdout
+        check(re.search(r"heapsnap: at-peak snapshot kept: the heap at \d+ B \(\d+ taken, 0 failed\)", t) is not None,
+              "%s: the timeline says it was kept, and how many were taken (%s)" % (mode, [l for l in t.splitlines() if "at-peak" in l]))
+    for bad in ("0", "101", "x"):
+        q = run([a.heapsnap, "record", "-q", "-o", os.path.join(a.workdir, "bad.hsnap"), "--snapshot-at-peak=" + bad, "--", edges(a), "short_peak"])
+        check(q.returncode == 2 and "--snapshot-at-peak '%s'" % bad in q.stderr,
+              "--snapshot-at-peak=%s is refused with the reason (rc %d, %s)" % (bad, q.returncode, q.stderr.strip()))
+    # A heap that never reaches the first level (256 KiB): no snapshot, and the timeline says why.
+    r, path = record(a, "at_peak_small", [edges(a), "peak"], ["--snapshot-at-peak"])
+    t = run([a.heapsnap, "timeline", path]).stdout
+    check("no at-peak snapshot: the heap never reached 262144 B" in t,
+          "a heap under 256 KiB: no at-peak snapshot, and why (%s)" % [l for l in t.splitlines() if "heapsnap" in l])
+
+
 def case_incomplete_chosen(a):
     """A snapshot asked for by index that its child never finished: an error, not an empty heap."""
     path = os.path.join(a.workdir, "incomplete.hsnap")

@@ -12,6 +12,13 @@
 //                 is 200,000 bytes, in the first 0.3 s.
 //   peak_threads  8 threads each hold a block of 250,000 bytes at the same time for 0.3 s: a
 //                 peak of 2,000,000 bytes although no thread moves the heap by 256 KiB.
+//   threads_threshold  8 threads each hold a block of 200,000 bytes (no thread folds: each is under
+//                 256 KiB) until the heap-threshold snapshot has started (its .tmp file appears
+//                 next to $HEAPSNAP_OUTPUT, seen by inotify; at most 60 s): a threshold of 1 MB is crossed by the
+//                 threads' sum, not by any one thread's fold (the writer's backstop).
+//   several_peaks three peaks of 40, 120 and 80 blocks of 250,000 bytes, each freed before the
+//                 next: the run's maximum is the second, 30,000,000 bytes.
+//   peak_at_exit  100 blocks of 250,000 bytes held by a global until the end: the maximum is at exit.
 //   big_array     one malloc'd array of 100,000 pointers, each to a block of 100 bytes, held by a
 //                 global: every block is reachable through the array.
 //   static_pool   2,500 malloc blocks held by a global array, and a client-API pool whose arena
@@ -34,6 +41,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <poll.h>
+#include <sys/inotify.h>
 #include <sys/mman.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -135,6 +144,28 @@ static int peak(void) {
 
 // 100 blocks of 250,000 bytes, freed at once: a 25,000,000-byte peak far shorter than the writer's
 // 100 ms tick (--snapshot-heap-above 20M: the 84th block crosses 20 MiB, 21,000,000 bytes).
+static void one_peak(int n) {
+  char *volatile p[120];
+  for (int i = 0; i < n; i++) p[i] = malloc(250000);
+  for (int i = 0; i < n; i++) free(p[i]);
+}
+
+static int several_peaks(void) {
+  one_peak(40);
+  one_peak(120);
+  one_peak(80);
+  printf("peak %d\n", 120 * 250000);
+  return 0;
+}
+
+void *g_held[100];
+
+static int peak_at_exit(void) {
+  for (int i = 0; i < 100; i++) g_held[i] = malloc(250000);
+  printf("peak %d\n", 100 * 250000);
+  return 0;
+}
+
 static int short_peak(void) {
   char *volatile p[100];
   for (int i = 0; i < 100; i++) p[i] = malloc(250000);
@@ -162,6 +193,53 @@ static int peak_threads(void) {
   usleep(300000);
   pthread_barrier_wait(&g_barrier);
   for (int i = 0; i < 8; i++) pthread_join(t[i], NULL);
+  return 0;
+}
+
+static void *threshold_worker(void *arg) {
+  char *volatile p = malloc(200000);
+  memset(p, 1, 200000);
+  pthread_barrier_wait(&g_barrier);  // all 8 blocks live
+  pthread_barrier_wait(&g_barrier);  // the snapshot has started
+  free(p);
+  return arg;
+}
+
+// Whether a file named `name` is created in `dir` within 60 s (inotify: a creation is queued, so
+// a file created and removed again between two looks is not missed).
+static int wait_created(int fd, const char *name) {
+  char buf[4096] __attribute__((aligned(__alignof__(struct inotify_event))));
+  for (int waited = 0; waited < 600;) {
+    struct pollfd p = {fd, POLLIN, 0};
+    if (poll(&p, 1, 100) <= 0) { waited++; continue; }
+    ssize_t n = read(fd, buf, sizeof(buf));
+    for (ssize_t off = 0; n > 0 && off < n;) {
+      struct inotify_event *e = (struct inotify_event *)(buf + off);
+      if (e->len && !strcmp(e->name, name)) return 1;
+      off += (ssize_t)sizeof(*e) + e->len;
+    }
+  }
+  return 0;
+}
+
+static int threads_threshold(void) {
+  const char *out = getenv("HEAPSNAP_OUTPUT");
+  if (!out) return 2;
+  char dir[4200], name[4200];
+  snprintf(dir, sizeof(dir), "%s", out);
+  char *slash = strrchr(dir, '/');
+  snprintf(name, sizeof(name), "%s.snapshot-0.tmp", slash ? slash + 1 : out);
+  if (slash) *slash = 0; else snprintf(dir, sizeof(dir), ".");
+  int fd = inotify_init1(IN_CLOEXEC);
+  if (fd < 0 || inotify_add_watch(fd, dir, IN_CREATE) < 0) return 3;
+  pthread_t t[8];
+  pthread_barrier_init(&g_barrier, NULL, 9);
+  for (int i = 0; i < 8; i++) pthread_create(&t[i], NULL, threshold_worker, NULL);
+  pthread_barrier_wait(&g_barrier);
+  int seen = wait_created(fd, name);
+  pthread_barrier_wait(&g_barrier);
+  for (int i = 0; i < 8; i++) pthread_join(t[i], NULL);
+  printf("snapshot started %d\n", seen);
   return 0;
 }
 
@@ -276,6 +354,9 @@ int main(int argc, char **argv) {
   if (!strcmp(m, "peak")) return peak();
   if (!strcmp(m, "peak_threads")) return peak_threads();
   if (!strcmp(m, "short_peak")) return short_peak();
+  if (!strcmp(m, "several_peaks")) return several_peaks();
+  if (!strcmp(m, "peak_at_exit")) return peak_at_exit();
+  if (!strcmp(m, "threads_threshold")) return threads_threshold();
   if (!strcmp(m, "grow")) return grow();
   if (!strcmp(m, "big_array")) return big_array();
   if (!strcmp(m, "static_pool")) return static_pool();

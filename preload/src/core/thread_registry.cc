@@ -1,6 +1,7 @@
 #include <pthread.h>
 #include <sys/syscall.h>
 #include <fcntl.h>
+#include <linux/futex.h>
 #include <sys/resource.h>
 #include <unistd.h>
 
@@ -34,7 +35,7 @@ void fold_counters(ThreadLocal &t) {
   take(c.realloc_moves, g_totals.realloc_moves);
   take(c.foreign_frees, g_totals.foreign_frees);
   take(c.sampled, g_totals.sampled);
-  fold_heap(t);
+  fold_heap(t, false);
 }
 
 uint64_t read_rss() {
@@ -103,15 +104,33 @@ int64_t peak_candidate_locked() {
 // thread's last fold: `candidate`), else this thread folds again as soon as its own rise would
 // reach it from the heap as it is now. With one thread that is the crossing allocation itself;
 // with several, each thread's unfolded change (under kFoldBytes) is not in `now`.
-static void heap_alarm(ThreadLocal &t, int64_t now, int64_t candidate) {
+// Waits until the writer has served the alarm. The callee-saved registers go onto this frame
+// first: the snapshot's handshake reads only the stack pointer of a thread asleep in a system call,
+// and the program's frames may hold a pointer (the block just allocated) in one of them.
+__attribute__((noinline)) static void wait_alarm_served(uint32_t served) {
+  __builtin_unwind_init();
+  for (int i = 0; i < 1000 && g_totals.heap_alarm_served.load(std::memory_order_acquire) == served &&
+                  writer_serves_alarms(); ++i) {
+    timespec ts{0, 10 * 1000 * 1000};
+    syscall(SYS_futex, &g_totals.heap_alarm_served, FUTEX_WAIT_PRIVATE, served, &ts, nullptr, 0);
+  }
+}
+
+static void heap_alarm(ThreadLocal &t, int64_t now, int64_t candidate, bool may_wait) {
   const int64_t alarm = g_totals.heap_alarm.load(std::memory_order_relaxed);
   if (candidate >= alarm) {
     uint64_t expected = 0;
+    const uint32_t served = g_totals.heap_alarm_served.load(std::memory_order_acquire);
     g_totals.heap_alarm_heap.store(candidate, std::memory_order_relaxed);  // (first writer's may be overwritten:
     // by a figure that also crossed, as close to the crossing)
     if (g_totals.heap_alarm_time.compare_exchange_strong(expected, coarse_rel_ns() | 1, std::memory_order_acq_rel)) {
       g_totals.heap_alarm.store(INT64_MAX, std::memory_order_relaxed);
       outbox_poke_writer();  // the writer takes the snapshot now, not at its next tick
+      // With --snapshot-at-peak this thread waits (while the writer runs, at most 10 s) until the writer has forked
+      // the snapshot: the heap it holds is the one that crossed, not what came after (a program
+      // that reaches its peak in a millisecond and frees it again). No lock of the tracer's is
+      // held here (may_wait), and the handshake reads a thread asleep in a futex wait from outside.
+      if (may_wait && g_totals.heap_alarm_waits && writer_serves_alarms()) wait_alarm_served(served);
     }
     t.fold_at = kFoldBytes + kHeapBias;
     return;
@@ -120,7 +139,7 @@ static void heap_alarm(ThreadLocal &t, int64_t now, int64_t candidate) {
   t.fold_at = kHeapBias + (room < 1 ? 1 : room > kFoldBytes ? kFoldBytes : room);
 }
 
-void fold_heap(ThreadLocal &t) {
+void fold_heap(ThreadLocal &t, bool may_wait) {
   // The maximum goes back first, then the delta (release): read_totals, reading the delta, the
   // maximum, then the delta again, never sees a reset delta with the old maximum, which would
   // count the folded rise twice (once in the heap, once as an excursion).
@@ -129,7 +148,7 @@ void fold_heap(ThreadLocal &t) {
   int64_t d = __atomic_exchange_n(&t.counters.heap_delta, kHeapBias, __ATOMIC_ACQ_REL) - kHeapBias;
   int64_t before = g_totals.heap.fetch_add(d, std::memory_order_relaxed);
   int64_t candidate = before + (max > d ? max : d);
-  if (HS_UNLIKELY(g_totals.heap_alarm.load(std::memory_order_relaxed) != INT64_MAX)) heap_alarm(t, before + d, candidate);
+  if (HS_UNLIKELY(g_totals.heap_alarm.load(std::memory_order_relaxed) != INT64_MAX)) heap_alarm(t, before + d, candidate, may_wait);
   // (When the candidate is an excursion that has fallen back since, it happened at some point
   // since this thread's last fold, and since the last read_totals if that did not see it: now is
   // its latest possible time.)

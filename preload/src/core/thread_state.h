@@ -243,7 +243,7 @@ struct ThreadStackRange {
 };
 size_t thread_stacks(ThreadStackRange *out, size_t cap);
 
-void fold_heap(ThreadLocal &t);
+void fold_heap(ThreadLocal &t, bool may_wait = true);  // may_wait false: under the registry lock
 
 // Learns s's stack bounds from /proc/self/maps, once (on its own thread; no lock, no allocation).
 void resolve_stack(ThreadState *s);

@@ -48,6 +48,10 @@ struct GlobalTotals {
   std::atomic<int64_t> heap_alarm{INT64_MAX};
   std::atomic<uint64_t> heap_alarm_time{0};
   std::atomic<int64_t> heap_alarm_heap{0};  // the heap figure that set it off (written before the time)
+  // Bumped (and futex-woken) by the writer each time it has served an alarm: with
+  // --snapshot-at-peak, the thread that set the alarm off waits for it (heap_alarm).
+  std::atomic<uint32_t> heap_alarm_served{0};
+  bool heap_alarm_waits = false;  // set once at start-up
 };
 extern GlobalTotals g_totals HS_HIDDEN;
 
@@ -66,7 +70,8 @@ void encode_totals(wire::Buf &b, const TotalsView &t);  // Totals fields into an
 void outbox_lock();
 void outbox_unlock();
 wire::Buf &outbox();          // only under outbox_lock()
-void outbox_poke_writer();    // ask for an early flush (outbox is large)
+void outbox_poke_writer();    // ask for an early flush (outbox is large, a heap alarm)
+bool writer_serves_alarms();  // the writer thread runs (and this is not the tracer's own call)
 // Appends a timeline marker record (text, n bytes; tid 0: the tracer's own) to the outbox.
 void outbox_append_marker(uint32_t tid, const char *text, size_t n);
 constexpr size_t kOutboxFlushBytes = 4u << 20;

@@ -48,6 +48,7 @@ bool g_finished = false;
 pthread_t g_writer;
 bool g_writer_running = false;
 std::atomic<bool> g_writer_stop{false};
+std::atomic<bool> g_wake_pending{false};
 
 
 void collect_thread(ThreadState *s, void *) {
@@ -174,7 +175,9 @@ void *writer_main(void *) {
     uint64_t ns = uint64_t(ts.tv_nsec) + uint64_t(config.flush_ms) * 1000000ull;
     ts.tv_sec += time_t(ns / 1000000000ull);
     ts.tv_nsec = long(ns % 1000000000ull);
-    if (!g_writer_stop.load(std::memory_order_acquire)) pthread_cond_timedwait(&g_wake, &g_wake_mutex, &ts);
+    if (!g_writer_stop.load(std::memory_order_acquire) && !g_wake_pending.load(std::memory_order_acquire))
+      pthread_cond_timedwait(&g_wake, &g_wake_mutex, &ts);
+    g_wake_pending.store(false, std::memory_order_relaxed);
     pthread_mutex_unlock(&g_wake_mutex);
     if (g_writer_stop.load(std::memory_order_acquire)) break;
     pthread_mutex_lock(&g_flush_mutex);
@@ -265,7 +268,18 @@ void outbox_unlock() {
   pthread_mutex_unlock(&g_outbox_mutex);
 }
 wire::Buf &outbox() { return *g_outbox; }
-void outbox_poke_writer() { pthread_cond_signal(&g_wake); }
+// A poke made while the writer is busy is kept (g_wake_pending) for its next wait, which then
+// returns at once: a heap alarm's poke is not lost for a whole tick. (trylock: a program's signal
+// handler that allocates on a thread interrupted inside this lock only loses the flag.)
+void outbox_poke_writer() {
+  bool locked = pthread_mutex_trylock(&g_wake_mutex) == 0;
+  g_wake_pending.store(true, std::memory_order_release);
+  pthread_cond_signal(&g_wake);
+  if (locked) pthread_mutex_unlock(&g_wake_mutex);
+}
+bool writer_serves_alarms() {
+  return g_writer_running && !g_writer_stop.load(std::memory_order_acquire) && !t_local.guard;
+}
 
 void outbox_append_marker(uint32_t tid, const char *text, size_t n) {
   outbox_lock();

@@ -6,9 +6,23 @@
 
 #include "snapshot/thread_regs.h"
 
+namespace hs {
+struct TotalsView;
+}
+
 namespace hs::snapshot::child {
 
 struct Range;
+
+// The SnapshotBegin of a deferred snapshot (an at-peak one, appended at the end): written by the
+// child as its file's first record, so that the file stands alone.
+struct DeferredBegin {
+  int trigger;
+  const char *label;
+  uint64_t when;           // the snapshot's time (relative, as every record's)
+  uint64_t pause_from_ns;  // monotonic: when the program's pause began (the child's start ends it)
+  const TotalsView *totals;
+};
 
 struct RunArgs {
   uint32_t index;        // the snapshot's number
@@ -20,6 +34,8 @@ struct RunArgs {
   const regs::Result *regs;  // the other threads' registers, captured before the fork
   const Range *extra;    // more tracer memory (snapshot::exclude_range)
   size_t nextra;
+  const DeferredBegin *begin;  // null: the writer put the SnapshotBegin in the capture already
+  int go_fd;                   // >= 0: frozen; wait for a byte here before the scan (none: exit)
 };
 
 // Runs in the child right after the fork; never returns (the exit status says how it ended).

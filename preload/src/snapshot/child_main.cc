@@ -1,5 +1,6 @@
 #include "snapshot/child.h"
 
+#include <poll.h>
 #include <signal.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -13,6 +14,7 @@
 #include <new>
 
 #include "core/config.h"
+#include "core/tracer.h"
 #include "core/private_heap.h"
 #include "snapshot/child_internal.h"
 #include "snapshot/child_types.h"
@@ -62,6 +64,23 @@ void on_child_fault(int sig) {
   child_exit(100 + sig);
 }
 
+// A frozen at-peak child: the image stays as it was at the fork until the program says scan (a
+// byte on the pipe) or kills it; if the program is gone (this child was reparented), it exits.
+void wait_for_go(int fd, uint64_t program_pid) {
+  for (;;) {
+    struct pollfd p = {fd, POLLIN, 0};
+    int r = poll(&p, 1, 1000);
+    if (r > 0) {
+      char b;
+      ssize_t n = read(fd, &b, 1);
+      if (n == 1) break;
+      if (n == 0 || (n < 0 && errno != EINTR && errno != EAGAIN)) child_exit(0);
+    }
+    if (uint64_t(getppid()) != program_pid) child_exit(0);
+  }
+  close(fd);
+}
+
 }  // namespace
 
 [[noreturn]] HS_NOINLINE void run(const RunArgs &a) {
@@ -77,6 +96,7 @@ void on_child_fault(int sig) {
   sa.sa_handler = on_child_fault;
   sigaction(SIGSEGV, &sa, nullptr);
   sigaction(SIGBUS, &sa, nullptr);
+  if (a.go_fd >= 0) wait_for_go(a.go_fd, a.program_pid);
   uint64_t arena_lo = 0, arena_hi = 0;
   if (!heap::switch_to_child_arena(kChildArenaBytes, &arena_lo, &arena_hi)) child_exit(2);
 
@@ -96,6 +116,20 @@ void on_child_fault(int sig) {
   ZSTD_CCtx_setParameter(c.zstd, ZSTD_c_compressionLevel, kZstdLevel);
   ZSTD_CCtx_setParameter(c.zstd, ZSTD_c_contentSizeFlag, 1);
   ZSTD_CCtx_setParameter(c.zstd, ZSTD_c_checksumFlag, 1);
+
+  if (a.begin) {
+    wire::RecordMark b = wire::begin_record(c.out, wire::kSnapshotBegin);
+    c.out.u64(1, c.index);
+    c.out.u64(2, a.begin->when);
+    c.out.u64(3, uint64_t(a.begin->trigger));
+    c.out.str(4, a.begin->label);
+    c.out.u64(5, c.t0 > a.begin->pause_from_ns ? c.t0 - a.begin->pause_from_ns : 0);
+    size_t at = c.out.open(6);
+    encode_totals(c.out, *a.begin->totals);
+    c.out.close(at);
+    c.out.boolean(7, true);
+    wire::end_record(c.out, b);
+  }
 
   const size_t kMaxMaps = 1 << 16;
   c.maps = static_cast<Mapping *>(heap::alloc(kMaxMaps * sizeof(Mapping)));

@@ -1,6 +1,7 @@
 #include "snapshot/snapshot.h"
 
 #include <fcntl.h>
+#include <linux/futex.h>
 #include <signal.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
@@ -37,12 +38,44 @@ constexpr size_t kClientLabelBytes = 256;  // a label's bytes kept, its terminat
 char g_client_queue[kClientQueue][kClientLabelBytes];
 uint32_t g_client_head = 0, g_client_count = 0;
 std::atomic<uint64_t> g_client_dropped{0};
-uint32_t g_taken = 0;            // snapshots started by this process
+uint32_t g_taken = 0;            // snapshots started by this process, at-peak ones left out
+uint32_t g_next_index = 0;       // the next snapshot's number (at-peak ones included)
 uint64_t g_last_periodic_ns = 0;
 bool g_heap_fired = false, g_rss_fired = false;
+// The writer's own sighting of the heap over the threshold when no fold set the alarm off (several
+// threads, each under its fold size): when and at what figure (0: none).
+uint64_t g_heap_seen_ns = 0;
+int64_t g_heap_seen_bytes = 0;
+// The heap alarm's crossing of --snapshot-heap-above, taken from the alarm (poll_alarm): when and
+// at what figure (0: not crossed).
+uint64_t g_heap_crossed_ns = 0;
+int64_t g_heap_crossed_bytes = 0;
+
+// --snapshot-at-peak. Each time the heap passes the kept snapshot's heap by the percentage (from
+// kPeakFloor up), the thread whose allocation crossed waits while the writer forks a child that
+// stays frozen (it does not scan: it waits on a pipe); the frozen child before it is killed. At
+// the end the last one is told to scan, and its file goes into the capture. So the capture holds
+// one at-peak snapshot, taken at the crossing allocation of the last level below the run's
+// maximum: within the percentage of it. What it costs: a fork per level (about 15 per doubling of
+// the heap at 5%), and while a frozen child lives, the pages the program writes are copied once
+// (copy on write): at most the image's size in extra memory. Its SnapshotBegin is written by the
+// child (deferred), as it is appended after later records.
+constexpr int64_t kPeakFloor = 256 << 10;
+int64_t g_peak_next = kPeakFloor;  // the heap whose crossing forks the next one
+bool g_peak_due = false;           // crossed, not yet forked
+struct Frozen {
+  pid_t pid = 0;
+  int go_fd = -1;       // a byte written here: scan now
+  int64_t heap = -1;    // the heap when it was forked
+  uint32_t index = 0;
+  char path[4400];
+} g_frozen;
+uint32_t g_peak_taken = 0, g_peak_failed = 0;
 // The running child, if any.
 pid_t g_child = 0;
 uint32_t g_child_index = 0;
+int g_child_trigger = -1;
+int64_t g_child_heap = 0;  // the heap when it was taken
 uint64_t g_child_started_ns = 0;
 int g_child_fd = -1;
 char g_child_path[4400];
@@ -106,14 +139,33 @@ __attribute__((noinline)) uint64_t current_sp() {
 
 // Starts the child. Returns false if it could not (then nothing is pending).
 bool start(int trigger, const char *label) {
-  if (g_child || g_taken >= config.snapshot_max) return false;
-  uint32_t index = g_taken++;
+  const bool deferred = trigger == kPeak;  // a frozen at-peak child (Frozen above), beside any other
+  if ((!deferred && g_child) || (!deferred && g_taken >= config.snapshot_max)) return false;
+  uint32_t index = g_next_index;
   uint64_t prep0 = mono_ns();
-  snprintf(g_child_path, sizeof(g_child_path), "%s.snapshot-%u.tmp", writer_capture_path(), index);
-  int fd = open(g_child_path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+  // (Buffers of this function's are static: a larger frame here exposes more of the forking
+  // thread's stale stack below the program's frames to the child's scan of that stack.)
+  static char peak_path[4400];
+  char *path = deferred ? peak_path : g_child_path;
+  snprintf(path, 4400, deferred ? "%s.peak-%u.tmp" : "%s.snapshot-%u.tmp", writer_capture_path(), index);
+  int fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
   if (fd < 0) return false;
+  int go[2] = {-1, -1};
+  if (deferred && pipe2(go, O_CLOEXEC) != 0) {
+    close(fd);
+    unlink(path);
+    return false;
+  }
+  g_next_index++;
+  if (!deferred) g_taken++;
   TotalsView t = read_totals();
   uint64_t when = now_rel_ns();
+  static char peak_label[128];
+  if (trigger == kPeak) {
+    snprintf(peak_label, sizeof(peak_label), "at peak (the heap at %lld B, within %u%% of the run's highest; %u taken before it)",
+             (long long)t.heap, config.snapshot_peak_pct, g_peak_taken);
+    label = peak_label;
+  }
   g_program_pid = uint64_t(getpid());
   // The other threads' registers: the running ones are parked in the register signal's handler
   // from here until release() (thread_regs.h). Nothing below takes a lock one of them may hold.
@@ -127,7 +179,10 @@ bool start(int trigger, const char *label) {
   // A raw fork: no atfork handlers (the program's would run in a context they do not expect),
   // and no SIGCHLD (exit signal 0), so the program's wait() never sees this child.
   long pid = syscall(SYS_clone, 0, nullptr, nullptr, nullptr, nullptr);
-  if (pid == 0) child::run({index, fd, sp, g_writer_lo, g_writer_hi, t.live_blocks, g_program_pid, &g_regs, g_extra, g_nextra});
+  child::DeferredBegin begin{trigger, label, when, g_regs.first_signal_ns ? g_regs.first_signal_ns : t0, &t};
+  if (pid == 0)
+    child::run({index, fd, sp, g_writer_lo, g_writer_hi, t.live_blocks, g_program_pid, &g_regs, g_extra, g_nextra,
+                deferred ? &begin : nullptr, go[0]});
   uint64_t t1 = mono_ns();
   regs::release();
   // The recorded pause: from the first thread parked (or the clone when none was) to the end of
@@ -149,6 +204,21 @@ bool start(int trigger, const char *label) {
                      (unsigned long)(((g_regs.first_signal_ns ? g_regs.first_signal_ns : t0) - prep0) / 1000));
     if (n > 0) (void)!write(2, msg, size_t(n) < sizeof(msg) ? size_t(n) : sizeof(msg) - 1);
   }
+  if (deferred) {
+    close(fd);
+    close(go[0]);
+    if (pid < 0) {
+      close(go[1]);
+      unlink(path);
+      return false;
+    }
+    g_frozen.pid = pid_t(pid);
+    g_frozen.go_fd = go[1];
+    g_frozen.heap = t.heap;
+    g_frozen.index = index;
+    memcpy(g_frozen.path, peak_path, sizeof(peak_path));
+    return true;
+  }
   if (pid < 0) {
     close(fd);
     unlink(g_child_path);
@@ -157,10 +227,129 @@ bool start(int trigger, const char *label) {
   }
   g_child = pid_t(pid);
   g_child_index = index;
+  g_child_trigger = trigger;
+  g_child_heap = t.heap;
   g_child_fd = fd;
   g_child_started_ns = t0;
-  append_record_begin(index, trigger, label, pause, t, when);
+  if (!deferred) append_record_begin(index, trigger, label, pause, t, when);
   return true;
+}
+
+// The heap alarm's level: the lowest heap at which a trigger not yet due wants to know.
+int64_t wanted_alarm() {
+  int64_t level = INT64_MAX;
+  if (config.snapshot_heap_above && !g_heap_fired && !g_heap_crossed_ns) level = int64_t(config.snapshot_heap_above);
+  if (config.snapshot_peak_pct && !g_peak_due && g_peak_next < level) level = g_peak_next;
+  return level;
+}
+
+// Sets the alarm afresh: the crossing time first (a fold that sees the new level must be able to
+// set it), then the level.
+void rearm() {
+  g_totals.heap_alarm_time.store(0, std::memory_order_release);
+  g_totals.heap_alarm.store(wanted_alarm(), std::memory_order_release);
+}
+
+// The writer's look at the alarm: a crossing becomes the triggers' due flags, and the alarm is set
+// for the levels still waiting. (A fold that went off just as the writer re-armed may store "off"
+// after the new level: put right here, at the next look.)
+bool poll_alarm() {
+  uint64_t crossed = g_totals.heap_alarm_time.load(std::memory_order_acquire);
+  if (!crossed) {
+    if (g_totals.heap_alarm.load(std::memory_order_relaxed) == INT64_MAX && wanted_alarm() != INT64_MAX) rearm();
+    return false;
+  }
+  int64_t h = g_totals.heap_alarm_heap.load(std::memory_order_relaxed);
+  if (config.snapshot_heap_above && !g_heap_fired && !g_heap_crossed_ns && h >= int64_t(config.snapshot_heap_above)) {
+    g_heap_crossed_ns = crossed & ~uint64_t(1);
+    if (!g_heap_crossed_ns) g_heap_crossed_ns = 1;
+    g_heap_crossed_bytes = h;
+  }
+  if (config.snapshot_peak_pct && h >= g_peak_next) g_peak_due = true;
+  rearm();
+  return true;
+}
+
+// Ends a frozen child: told to scan and waited for (scan), or killed. Returns whether its file
+// is complete.
+bool end_frozen(Frozen &f, bool scan) {
+  if (!f.pid) return false;
+  bool ok = false;
+  if (scan && write(f.go_fd, "g", 1) == 1) {
+    int status = 0;
+    pid_t r;
+    do r = waitpid(f.pid, &status, __WCLONE); while (r < 0 && errno == EINTR);
+    ok = r == f.pid && WIFEXITED(status) && WEXITSTATUS(status) == 0;
+  } else {
+    kill(f.pid, SIGKILL);
+    pid_t r;
+    do r = waitpid(f.pid, nullptr, __WCLONE); while (r < 0 && errno == EINTR);
+  }
+  close(f.go_fd);
+  f.pid = 0;
+  f.go_fd = -1;
+  return ok;
+}
+
+// The at-peak level above a heap: the percentage higher, and at least kPeakFloor.
+int64_t peak_level(int64_t heap) {
+  int64_t next = heap + heap / 100 * int64_t(config.snapshot_peak_pct) + 1;
+  return next < kPeakFloor ? kPeakFloor : next;
+}
+
+// Forks a frozen at-peak child when one is due: the alarm went off, or (several threads, none of
+// whose folds crossed the level) the writer's own sum is past it. The one before it is killed
+// once the new one is forked (the thread waiting on the alarm is let go first, by the caller).
+Frozen g_frozen_old;
+void maybe_start_peak(uint64_t heap_bytes) {
+  if (!config.snapshot_peak_pct) return;
+  bool due = g_peak_due || (int64_t(heap_bytes) >= g_peak_next && g_totals.most_live_threads.load(std::memory_order_relaxed) > 1);
+  if (!due) return;
+  g_peak_due = false;
+  Frozen old = g_frozen;
+  g_frozen.pid = 0;
+  if (start(kPeak, "at peak") && g_frozen.heap > old.heap) {
+    ++g_peak_taken;
+    g_frozen_old = old;
+  } else {
+    // Not forked, or the heap fell back below the kept one's since the crossing: the old one stays.
+    if (g_frozen.pid) {
+      end_frozen(g_frozen, false);
+      unlink(g_frozen.path);
+    }
+    if (!old.pid) ++g_peak_failed;
+    g_frozen = old;
+  }
+  g_peak_next = peak_level(g_frozen.pid ? g_frozen.heap : 0);
+  rearm();
+}
+
+// The frozen child that the last fork replaced, killed (after the waiting thread was let go).
+void end_replaced_peak() {
+  if (!g_frozen_old.pid) return;
+  end_frozen(g_frozen_old, false);
+  unlink(g_frozen_old.path);
+}
+
+// The kept at-peak snapshot goes into the capture (at the end), with a marker saying how many
+// were taken; or a marker saying why there is none.
+void append_kept_peak() {
+  if (!config.snapshot_peak_pct) return;
+  char text[200];
+  int n;
+  if (g_frozen.pid) {
+    int64_t heap = g_frozen.heap;
+    bool ok = end_frozen(g_frozen, true) && writer_append_file(g_frozen.path);
+    unlink(g_frozen.path);
+    if (!ok) ++g_peak_failed;
+    n = snprintf(text, sizeof(text), "heapsnap: at-peak snapshot %s: the heap at %lld B (%u taken, %u failed)",
+                 ok ? "kept" : "lost (its child failed)", (long long)heap, g_peak_taken, g_peak_failed);
+  } else if (g_peak_taken || g_peak_failed) {
+    n = snprintf(text, sizeof(text), "heapsnap: no at-peak snapshot: %u taken, %u failed", g_peak_taken, g_peak_failed);
+  } else {
+    n = snprintf(text, sizeof(text), "heapsnap: no at-peak snapshot: the heap never reached %lld B", (long long)kPeakFloor);
+  }
+  outbox_append_marker(0, text, n > 0 && size_t(n) < sizeof(text) ? size_t(n) : strlen(text));
 }
 
 // Appends the child's file to the capture once it has exited. Returns true when nothing is
@@ -196,7 +385,8 @@ void init() {
   info::enabled = true;
   trigger::init(config.snapshot_signal);
   g_last_periodic_ns = now_rel_ns();
-  if (config.snapshot_heap_above) g_totals.heap_alarm.store(int64_t(config.snapshot_heap_above), std::memory_order_relaxed);
+  g_totals.heap_alarm_waits = config.snapshot_peak_pct != 0;
+  rearm();
 }
 
 bool enabled() { return config.snapshots; }
@@ -241,12 +431,41 @@ void set_writer_stack(uint64_t lo, uint64_t hi) {
 }
 
 static bool start_heap_threshold();
+static void start_triggered(uint64_t heap_bytes, uint64_t rss_bytes);
+
+// Whether the heap-threshold snapshot is due at this tick. The alarm (set at the fold that crossed
+// the threshold) is exact; the writer's own figure is only a backstop for several threads whose
+// unfolded rises add up past it without any fold crossing it. That figure sums the threads'
+// counters, which a thread updates before its fold: read between the two, the crossing allocation
+// is seen before its own alarm goes off (CI, stop 35: "heap threshold" with no crossing time).
+// So the backstop is for several threads only (with one, the fold is the crossing allocation
+// itself), and fires at the tick after its sighting, by when a fold in flight has set the alarm.
+static bool heap_threshold_due(uint64_t heap_bytes, uint64_t now) {
+  if (g_heap_crossed_ns) return true;
+  if (heap_bytes < config.snapshot_heap_above || g_totals.most_live_threads.load(std::memory_order_relaxed) <= 1)
+    return false;
+  if (g_heap_seen_ns) return true;
+  g_heap_seen_ns = now ? now : 1;
+  g_heap_seen_bytes = int64_t(heap_bytes);
+  return false;
+}
 
 void writer_tick(uint64_t heap_bytes, uint64_t rss_bytes) {
   if (!config.snapshots) return;
   info::advise_hugepages();
   finish(false);
-  if (g_child) return;
+  const bool alarm = poll_alarm();
+  maybe_start_peak(heap_bytes);  // a frozen child, beside any other
+  if (!g_child) start_triggered(heap_bytes, rss_bytes);
+  if (alarm) {
+    // The thread that set the alarm off goes on (heap_alarm), now that its snapshots are forked.
+    g_totals.heap_alarm_served.fetch_add(1, std::memory_order_release);
+    syscall(SYS_futex, &g_totals.heap_alarm_served, FUTEX_WAKE_PRIVATE, INT32_MAX, nullptr, nullptr, 0);
+  }
+  end_replaced_peak();
+}
+
+static void start_triggered(uint64_t heap_bytes, uint64_t rss_bytes) {
   uint64_t now = now_rel_ns();
   char label[kClientLabelBytes];
   if (trigger::take()) {
@@ -256,8 +475,7 @@ void writer_tick(uint64_t heap_bytes, uint64_t rss_bytes) {
   } else if (config.snapshot_every_ns && now - g_last_periodic_ns >= config.snapshot_every_ns) {
     g_last_periodic_ns = now;
     start(kPeriodic, "periodic");
-  } else if (config.snapshot_heap_above && !g_heap_fired &&
-             (g_totals.heap_alarm_time.load(std::memory_order_acquire) || heap_bytes >= config.snapshot_heap_above)) {
+  } else if (config.snapshot_heap_above && !g_heap_fired && heap_threshold_due(heap_bytes, now)) {
     g_heap_fired = start_heap_threshold();
   } else if (config.snapshot_rss_above && !g_rss_fired && rss_bytes >= config.snapshot_rss_above) {
     g_rss_fired = true;
@@ -265,19 +483,29 @@ void writer_tick(uint64_t heap_bytes, uint64_t rss_bytes) {
   }
 }
 
-void drain() { finish(true); }
+void drain() {
+  finish(true);
+  end_replaced_peak();
+  append_kept_peak();
+}
 
 // The heap-threshold snapshot, labelled with when the heap crossed the threshold and how long after
 // it the snapshot was taken (the heap may have fallen since). False: not taken (another snapshot's
 // child still running, or --max-snapshots reached): the writer tries again at its next tick.
 static bool start_heap_threshold() {
-  uint64_t crossed = g_totals.heap_alarm_time.load(std::memory_order_acquire) & ~uint64_t(1);
-  char label[128];
+  uint64_t crossed = g_heap_crossed_ns;
+  char label[192];
   if (crossed) {
     uint64_t now = now_rel_ns();
     snprintf(label, sizeof(label), "heap threshold (crossed at %.1f ms with the heap at %lld B, taken %.2f ms later)",
-             double(crossed) / 1e6, (long long)g_totals.heap_alarm_heap.load(std::memory_order_relaxed),
+             double(crossed) / 1e6, (long long)g_heap_crossed_bytes,
              now > crossed ? double(now - crossed) / 1e6 : 0.0);
+  } else if (g_heap_seen_ns) {
+    uint64_t now = now_rel_ns();
+    snprintf(label, sizeof(label),
+             "heap threshold (crossed by %.1f ms: the writer saw the heap at %lld B, several threads' sum; taken %.2f ms later)",
+             double(g_heap_seen_ns) / 1e6, (long long)g_heap_seen_bytes,
+             now > g_heap_seen_ns ? double(now - g_heap_seen_ns) / 1e6 : 0.0);
   } else {
     snprintf(label, sizeof(label), "heap threshold");
   }
@@ -289,6 +517,17 @@ void after_fork_child() {
   g_child = 0;
   g_child_fd = -1;
   g_taken = 0;
+  g_next_index = 0;
+  // The parent's crossings and kept at-peak snapshot are the parent's (its file, its capture).
+  g_heap_fired = g_rss_fired = false;
+  g_heap_seen_ns = g_heap_crossed_ns = 0;
+  g_peak_due = false;
+  g_frozen.pid = g_frozen_old.pid = 0;  // the parent's children, not this process's
+  g_frozen.go_fd = g_frozen_old.go_fd = -1;
+  g_frozen.heap = -1;
+  g_peak_taken = g_peak_failed = 0;
+  g_peak_next = kPeakFloor;
+  if (config.snapshots) rearm();
   trigger::after_fork_child();
 }
 
@@ -311,9 +550,14 @@ void at_exit() {
   }
   if (trigger::pending() && start(kSignal, "signal")) finish(true);
   // A heap threshold crossed since the writer's last tick (a short peak, then the end).
-  if (config.snapshot_heap_above && !g_heap_fired && g_totals.heap_alarm_time.load(std::memory_order_acquire) &&
-      start_heap_threshold())
+  poll_alarm();
+  if (config.snapshot_heap_above && !g_heap_fired && (g_heap_crossed_ns || g_heap_seen_ns) && start_heap_threshold())
     finish(true);
+  // An at-peak snapshot due (the heap rose past the level while a child was running), then the
+  // kept one into the capture, before the exit snapshot.
+  maybe_start_peak(0);
+  end_replaced_peak();
+  append_kept_peak();
   if (config.snapshot_at_exit && start(kExit, "exit")) finish(true);
 }
 
@@ -329,6 +573,8 @@ void before_destructors(const char *how) {
 }
 
 void at_salvage() {
+  // (A frozen at-peak child of the program's sees its parent gone and exits without a word: the
+  // at-peak snapshot is lost with the exit handlers.)
   if (!config.snapshots || !config.snapshot_at_exit) return;
   // A snapshot child the program had running went with it (its parent is gone; the file it left
   // is incomplete and is not appended).

@@ -9,7 +9,9 @@
 
 namespace hs::snapshot {
 
-enum Trigger : int { kExit = 0, kSignal = 1, kPeriodic = 2, kHeap = 3, kRss = 4, kClient = 5, kBeforeDestructors = 6 };
+enum Trigger : int {
+  kExit = 0, kSignal = 1, kPeriodic = 2, kHeap = 3, kRss = 4, kClient = 5, kBeforeDestructors = 6, kPeak = 7
+};
 
 // Called once at start-up when snapshots are configured: enables the live-block table and
 // installs the signal handler.

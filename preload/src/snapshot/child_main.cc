@@ -66,19 +66,23 @@ void on_child_fault(int sig) {
 
 // A frozen at-peak child: the image stays as it was at the fork until the program says scan (a
 // byte on the pipe) or kills it; if the program is gone (this child was reparented), it exits.
-void wait_for_go(int fd, uint64_t program_pid) {
+// The go message is the program's pause for this fork (8 bytes, which the child cannot measure:
+// it may not run until long after the clone).
+uint64_t wait_for_go(int fd, uint64_t program_pid) {
   for (;;) {
     struct pollfd p = {fd, POLLIN, 0};
     int r = poll(&p, 1, 1000);
     if (r > 0) {
-      char b;
-      ssize_t n = read(fd, &b, 1);
-      if (n == 1) break;
-      if (n == 0 || (n < 0 && errno != EINTR && errno != EAGAIN)) child_exit(0);
+      uint64_t pause = 0;
+      ssize_t n = read(fd, &pause, sizeof(pause));
+      if (n == ssize_t(sizeof(pause))) {
+        close(fd);
+        return pause;
+      }
+      if (n >= 0 || (errno != EINTR && errno != EAGAIN)) child_exit(0);
     }
     if (uint64_t(getppid()) != program_pid) child_exit(0);
   }
-  close(fd);
 }
 
 }  // namespace
@@ -96,7 +100,7 @@ void wait_for_go(int fd, uint64_t program_pid) {
   sa.sa_handler = on_child_fault;
   sigaction(SIGSEGV, &sa, nullptr);
   sigaction(SIGBUS, &sa, nullptr);
-  if (a.go_fd >= 0) wait_for_go(a.go_fd, a.program_pid);
+  uint64_t frozen_pause = a.go_fd >= 0 ? wait_for_go(a.go_fd, a.program_pid) : 0;
   uint64_t arena_lo = 0, arena_hi = 0;
   if (!heap::switch_to_child_arena(kChildArenaBytes, &arena_lo, &arena_hi)) child_exit(2);
 
@@ -123,7 +127,7 @@ void wait_for_go(int fd, uint64_t program_pid) {
     c.out.u64(2, a.begin->when);
     c.out.u64(3, uint64_t(a.begin->trigger));
     c.out.str(4, a.begin->label);
-    c.out.u64(5, c.t0 > a.begin->pause_from_ns ? c.t0 - a.begin->pause_from_ns : 0);
+    c.out.u64(5, a.go_fd >= 0 ? frozen_pause : c.t0 > a.begin->pause_from_ns ? c.t0 - a.begin->pause_from_ns : 0);
     size_t at = c.out.open(6);
     encode_totals(c.out, *a.begin->totals);
     c.out.close(at);

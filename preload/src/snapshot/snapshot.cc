@@ -67,6 +67,7 @@ struct Frozen {
   pid_t pid = 0;
   int go_fd = -1;       // a byte written here: scan now
   int64_t heap = -1;    // the heap when it was forked
+  uint64_t pause = 0;   // the program's pause for the fork (sent with the go)
   uint32_t index = 0;
   char path[4400];
 } g_frozen;
@@ -160,10 +161,19 @@ bool start(int trigger, const char *label) {
   if (!deferred) g_taken++;
   TotalsView t = read_totals();
   uint64_t when = now_rel_ns();
-  static char peak_label[128];
+  static char peak_label[256];
   if (trigger == kPeak) {
-    snprintf(peak_label, sizeof(peak_label), "at peak (the heap at %lld B, within %u%% of the run's highest; %u taken before it)",
-             (long long)t.heap, config.snapshot_peak_pct, g_peak_taken);
+    // With several threads the alarm sees the heap at the threads' folds: each thread's last
+    // kFoldBytes may be unseen, so the bound is the percentage of what the folds showed.
+    uint32_t threads = g_totals.most_live_threads.load(std::memory_order_relaxed);
+    if (threads > 1)
+      snprintf(peak_label, sizeof(peak_label),
+               "at peak (the heap at %lld B, within %u%% of the highest the threads' folds showed, itself within %u x %lld B "
+               "of the true one; %u taken before it)",
+               (long long)t.heap, config.snapshot_peak_pct, threads, (long long)kFoldBytes, g_peak_taken);
+    else
+      snprintf(peak_label, sizeof(peak_label), "at peak (the heap at %lld B, within %u%% of the run's highest; %u taken before it)",
+               (long long)t.heap, config.snapshot_peak_pct, g_peak_taken);
     label = peak_label;
   }
   g_program_pid = uint64_t(getpid());
@@ -215,6 +225,7 @@ bool start(int trigger, const char *label) {
     g_frozen.pid = pid_t(pid);
     g_frozen.go_fd = go[1];
     g_frozen.heap = t.heap;
+    g_frozen.pause = pause;
     g_frozen.index = index;
     memcpy(g_frozen.path, peak_path, sizeof(peak_path));
     return true;
@@ -275,7 +286,7 @@ bool poll_alarm() {
 bool end_frozen(Frozen &f, bool scan) {
   if (!f.pid) return false;
   bool ok = false;
-  if (scan && write(f.go_fd, "g", 1) == 1) {
+  if (scan && write(f.go_fd, &f.pause, sizeof(f.pause)) == ssize_t(sizeof(f.pause))) {
     int status = 0;
     pid_t r;
     do r = waitpid(f.pid, &status, __WCLONE); while (r < 0 && errno == EINTR);

@@ -91,15 +91,24 @@ int run(const Options &o) {
     return kExitInput;
   }
   if (o.dump >= 0) return dump(o, *reader);
-  auto list = snapshot::list_snapshots(*reader);
+  std::vector<std::string> notes;
+  auto list = snapshot::list_snapshots(*reader, &notes);
   if (o.json) {
     json arr = json::array();
     for (const auto &s : list) arr.push_back(info_json(s));
-    std::cout << json{{"file", o.file}, {"snapshots", arr}}.dump(2) << "\n";
+    std::cout << json{{"file", o.file}, {"snapshots", arr}, {"notes", notes}}.dump(2) << "\n";
     return kExitOk;
   }
+  auto print_notes = [&] {
+    for (const auto &n : notes) printf("%s\n", out_style(n.find("not taken") != std::string::npos || n.find("no at-peak") == 0 ||
+                                                              n.find("lost") != std::string::npos
+                                                          ? Style::kWarning
+                                                          : Style::kEstimate,
+                                                      n).c_str());
+  };
   if (list.empty()) {
     printf("no snapshots in %s (record with --snapshot-at-exit, --snapshot-on-signal, ...)\n", o.file.c_str());
+    print_notes();
     return kExitOk;
   }
   print_styled(Style::kHeader, "%3s %9s %-14s %12s %12s %12s %10s %10s  %s\n", "#", "time", "trigger", "blocks", "bytes",
@@ -116,6 +125,8 @@ int run(const Options &o) {
       printf("      %s\n", out_style(Style::kWarning, why).c_str());
     }
   }
+  if (!notes.empty()) printf("\n");
+  print_notes();
   return kExitOk;
 }
 

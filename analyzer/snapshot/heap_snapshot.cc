@@ -39,7 +39,7 @@ const char *register_name(uint64_t offset) {
   return offset % 8 == 0 && offset / 8 < sizeof(kNames) / sizeof(kNames[0]) ? kNames[offset / 8] : "?";
 }
 
-std::vector<SnapshotInfo> list_snapshots(capture::CaptureReader &reader) {
+std::vector<SnapshotInfo> list_snapshots(capture::CaptureReader &reader, std::vector<std::string> *notes) {
   std::vector<SnapshotInfo> out;
   auto get = [&](uint32_t index) -> SnapshotInfo & {
     for (auto &s : out)
@@ -49,10 +49,16 @@ std::vector<SnapshotInfo> list_snapshots(capture::CaptureReader &reader) {
     return out.back();
   };
   // Only the Begin and End records are parsed; the blocks and edges in between are skipped.
-  reader.set_record_filter(
-      [](uint32_t f) { return f == wire::Record::kSnapshotBegin || f == wire::Record::kSnapshotEnd; });
+  reader.set_record_filter([notes](uint32_t f) {
+    return f == wire::Record::kSnapshotBegin || f == wire::Record::kSnapshotEnd || (notes && f == wire::Record::kMarker);
+  });
   reader.for_each_record([&](const wire::Record &r, const capture::RecordPos &) {
-    if (r.has_snapshot_begin()) {
+    if (r.has_marker()) {
+      const std::string &t = r.marker().text();
+      if (notes && r.marker().tid() == 0 &&
+          (t.rfind("heapsnap: snapshot not taken", 0) == 0 || t.find("at-peak snapshot") != std::string::npos))
+        notes->push_back(t.substr(std::string("heapsnap: ").size()));
+    } else if (r.has_snapshot_begin()) {
       const auto &b = r.snapshot_begin();
       SnapshotInfo &s = get(b.index());
       s.have_begin = true;

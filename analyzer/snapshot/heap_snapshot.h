@@ -26,7 +26,9 @@ const char *trigger_name(int trigger);
 
 // Lists the snapshots of a capture (one pass, block data skipped unparsed). Leaves the reader
 // with no record filter.
-std::vector<SnapshotInfo> list_snapshots(capture::CaptureReader &reader);
+// notes: the shim's markers about snapshots asked for and not taken, or an at-peak snapshot's
+// outcome ("heapsnap: snapshot not taken (...)", "heapsnap: ... at-peak snapshot ...").
+std::vector<SnapshotInfo> list_snapshots(capture::CaptureReader &reader, std::vector<std::string> *notes = nullptr);
 
 enum RootKind : uint8_t { kGlobal = 0, kStack = 1, kRegisters = 2, kTls = 3, kAnon = 4 };
 const char *root_kind_name(int kind);

@@ -512,6 +512,15 @@ def case_at_peak(a):
     t = run([a.heapsnap, "timeline", path]).stdout
     check("no at-peak snapshot: the heap never reached 262144 B" in t,
           "a heap under 256 KiB: no at-peak snapshot, and why (%s)" % [l for l in t.splitlines() if "heapsnap" in l])
+    # Issue 30.1: a snapshot asked for and not taken is said, with the reason.
+    r, path = record(a, "not_taken", [edges(a), "short_peak"],
+                     ["--snapshot-before-destructors", "--snapshot-at-exit", "--max-snapshots", "1"])
+    j = hsnap_json(a, "snapshots", "--json", path)
+    check([x["trigger"] for x in j["snapshots"]] == ["before-destructors"] and
+          any(n.startswith("snapshot not taken (exit): --max-snapshots reached") for n in j["notes"]),
+          "--max-snapshots 1 with two asked for: the second is said not taken, and why (%s)" % j["notes"])
+    t = run([a.heapsnap, "snapshots", path]).stdout
+    check("snapshot not taken (exit): --max-snapshots reached" in t, "snapshots prints it too")
 
 
 def case_incomplete_chosen(a):

@@ -138,10 +138,30 @@ __attribute__((noinline)) uint64_t current_sp() {
   return reinterpret_cast<uint64_t>(__builtin_frame_address(0));
 }
 
+// A snapshot asked for and not taken is said in the capture (a marker that `snapshots` and
+// `summary` show), once per trigger and reason: never a silent miss.
+void note_not_taken(int trigger, int reason) {
+  static const char *const kTriggerNames[] = {"exit", "signal", "periodic", "heap-threshold", "rss-threshold",
+                                              "client", "before-destructors", "peak"};
+  static const char *const kReasons[] = {"--max-snapshots reached", "cannot create its file next to the capture"};
+  static uint32_t noted = 0;
+  uint32_t bit = 1u << (uint32_t(trigger) * 2 + uint32_t(reason));
+  if (trigger < 0 || trigger > kPeak || (noted & bit)) return;
+  noted |= bit;
+  char text[200];
+  int n = snprintf(text, sizeof(text), "heapsnap: snapshot not taken (%s): %s%s", kTriggerNames[trigger], kReasons[reason],
+                   reason == 0 ? " (the later ones of this trigger too)" : "");
+  outbox_append_marker(0, text, n > 0 && size_t(n) < sizeof(text) ? size_t(n) : strlen(text));
+}
+
 // Starts the child. Returns false if it could not (then nothing is pending).
 bool start(int trigger, const char *label) {
   const bool deferred = trigger == kPeak;  // a frozen at-peak child (Frozen above), beside any other
-  if ((!deferred && g_child) || (!deferred && g_taken >= config.snapshot_max)) return false;
+  if (!deferred && g_child) return false;  // (the callers try again once it has ended)
+  if (!deferred && g_taken >= config.snapshot_max) {
+    note_not_taken(trigger, 0);
+    return false;
+  }
   uint32_t index = g_next_index;
   uint64_t prep0 = mono_ns();
   // (Buffers of this function's are static: a larger frame here exposes more of the forking
@@ -150,7 +170,10 @@ bool start(int trigger, const char *label) {
   char *path = deferred ? peak_path : g_child_path;
   snprintf(path, 4400, deferred ? "%s.peak-%u.tmp" : "%s.snapshot-%u.tmp", writer_capture_path(), index);
   int fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
-  if (fd < 0) return false;
+  if (fd < 0) {
+    note_not_taken(trigger, 1);
+    return false;
+  }
   int go[2] = {-1, -1};
   if (deferred && pipe2(go, O_CLOEXEC) != 0) {
     close(fd);

@@ -41,6 +41,7 @@ struct Options {
   uint64_t snap_every = 0;
   std::string snap_heap, snap_rss;
   std::string snap_peak;        // "" = off, else a percentage
+  std::string snap_growth;      // "" = off, else N% or a size
   uint32_t snap_max = 0;
   bool snap_contents = false;
   bool snap_request = false;
@@ -224,6 +225,21 @@ std::string snapshot_spec(const Options &o, std::string *error) {
       *error = "--snapshot-at-peak '" + o.snap_peak + "': expected a whole percentage from 1 to 100 (e.g. --snapshot-at-peak=5)";
     else
       add("peak:" + p);
+  }
+  if (!o.snap_growth.empty()) {
+    const std::string &g = o.snap_growth;
+    if (g.back() == '%') {
+      std::string p = g.substr(0, g.size() - 1);
+      if (p.empty() || p.size() > 4 || p.find_first_not_of("0123456789") != std::string::npos || std::stoi(p) < 1 ||
+          std::stoi(p) > 1000)
+        *error = "--snapshot-on-growth '" + g + "': expected a percentage from 1% to 1000% or a size (e.g. 10%, 64M)";
+      else
+        add("growth:" + g);
+    } else if (!parse_size(g, &v) || v == 0) {
+      *error = "--snapshot-on-growth '" + g + "': expected a percentage from 1% to 1000% or a size (e.g. 10%, 64M)";
+    } else {
+      add("growth:" + std::to_string(v));
+    }
   }
   if (!o.snap_rss.empty()) {
     if (!parse_size(o.snap_rss, &v)) *error = "--snapshot-rss-above '" + o.snap_rss + "': expected a size (e.g. 512M, 2G)";
@@ -610,7 +626,7 @@ int split_record_command(int argc, char **argv) {
   int i = command_index(argc, argv, &only_color);
   if (i >= argc || std::string(argv[i]) != "record") return argc;
   static const char *with_value[] = {"-o", "--output", "--sample-bytes", "--stack-depth", "--fork",
-                                     "--snapshot-every", "--snapshot-heap-above", "--snapshot-rss-above",
+                                     "--snapshot-every", "--snapshot-heap-above", "--snapshot-rss-above", "--snapshot-on-growth",
                                      "--max-snapshots", "--snapshot-registers", "--color"};
   for (++i; i < argc; ++i) {
     std::string a = argv[i];
@@ -660,6 +676,10 @@ void add_record_command(CLI::App &app, int *rc) {
                       "taken each time the heap passes the last one's by PCT (from 256 KiB), only the largest kept "
                       "(not counted in --max-snapshots); peak and the snapshot queries use it")
           ->expected(0, 1);
+  cmd->add_option("--snapshot-on-growth", opts->snap_growth,
+                  "a heap snapshot each time the heap has grown by PCT% or SIZE since the last one (e.g. 10%, 64M; "
+                  "a percentage counts from 1 MiB); at most --max-snapshots kept, thinned evenly (the step doubles), "
+                  "appended at the end: heapsnap diff FILE:FIRST FILE:LAST --by type shows what grew");
   cmd->add_option("--max-snapshots", opts->snap_max, "at most N snapshots (default 10)");
   cmd->add_flag("--snapshot-on-request", opts->snap_request,
                 "heap snapshots when the program calls heapsnap_snapshot() (preload/include/heapsnap.h)");

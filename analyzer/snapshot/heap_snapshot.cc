@@ -15,6 +15,7 @@ const char *trigger_name(int t) {
     case wire::TRIGGER_CLIENT: return "client";
     case wire::TRIGGER_BEFORE_DESTRUCTORS: return "before-destructors";
     case wire::TRIGGER_PEAK: return "peak";
+    case wire::TRIGGER_GROWTH: return "growth";
     default: return "?";
   }
 }
@@ -56,7 +57,8 @@ std::vector<SnapshotInfo> list_snapshots(capture::CaptureReader &reader, std::ve
     if (r.has_marker()) {
       const std::string &t = r.marker().text();
       if (notes && r.marker().tid() == 0 &&
-          (t.rfind("heapsnap: snapshot not taken", 0) == 0 || t.find("at-peak snapshot") != std::string::npos))
+          (t.rfind("heapsnap: snapshot not taken", 0) == 0 || t.find("at-peak snapshot") != std::string::npos ||
+           t.rfind("heapsnap: growth snapshots", 0) == 0))
         notes->push_back(t.substr(std::string("heapsnap: ").size()));
     } else if (r.has_snapshot_begin()) {
       const auto &b = r.snapshot_begin();

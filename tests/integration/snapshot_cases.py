@@ -523,6 +523,39 @@ def case_at_peak(a):
     check("snapshot not taken (exit): --max-snapshots reached" in t, "snapshots prints it too")
 
 
+def case_on_growth(a):
+    """--snapshot-on-growth (issue 30.4): a heap growing steadily to 42 MB, a snapshot each 4 MB,
+    at most 4 kept: the kept ones are thinned evenly (the first, then every other, the newest last;
+    the step doubles), and a diff between the first and the last names the site that grew."""
+    r, path = record(a, "on_growth", [edges(a), "slow_growth"], ["--snapshot-on-growth", "4M", "--max-snapshots", "4"])
+    check(r.returncode == 0, "program exits 0 (%s)" % r.stderr)
+    j = hsnap_json(a, "snapshots", "--json", path)
+    snaps = j["snapshots"]
+    heaps = [x["heap_bytes"] for x in snaps]
+    check(all(x["trigger"] == "growth" and x["complete"] for x in snaps) and 2 <= len(snaps) <= 4,
+          "2 to 4 growth snapshots, complete (%s)" % [(x["trigger"], x["heap_bytes"], x["complete"]) for x in snaps])
+    step = 4 << 20
+    check(heaps == sorted(heaps) and step <= heaps[0] < step + 100000,
+          "the first at the first 4 MiB crossed, in order of growth (%s)" % heaps)
+    check(heaps[-1] >= 42000000 - 2 * 2 * step, "the newest near the end of the growth (%s)" % heaps)
+    gaps = [b - x for x, b in zip(heaps, heaps[1:])]
+    check(all(g >= step for g in gaps) and max(gaps) <= 2 * min(gaps) + 200000,
+          "spread evenly: gaps of at least the step, none more than twice another (%s)" % gaps)
+    check(any(n.startswith("growth snapshots: %d kept of " % len(snaps)) and "thinned" in n for n in j["notes"]),
+          "snapshots says how many were kept of how many taken (%s)" % j["notes"])
+    first, last = snaps[0]["index"], snaps[-1]["index"]
+    d = hsnap_json(a, "diff", "--json", "%s:%d" % (path, first), "%s:%d" % (path, last))
+    top = d["sites"][0] if d["sites"] else {}
+    check(top.get("site", "").startswith("leak_slowly") and top["bytes_change"] == heaps[-1] - heaps[0],
+          "diff first..last: leak_slowly grew by the heaps' difference (%s)" % top)
+    check(not any(x["site"].startswith("fixed_table") for x in d["sites"]), "fixed_table did not change")
+    for bad in ("0", "1001%", "x%", "abc"):
+        q = run([a.heapsnap, "record", "-q", "-o", os.path.join(a.workdir, "bad.hsnap"), "--snapshot-on-growth", bad,
+                 "--", edges(a), "short_peak"])
+        check(q.returncode == 2 and "--snapshot-on-growth '%s'" % bad in q.stderr,
+              "--snapshot-on-growth %s is refused with the reason (rc %d, %s)" % (bad, q.returncode, q.stderr.strip()))
+
+
 def case_incomplete_chosen(a):
     """A snapshot asked for by index that its child never finished: an error, not an empty heap."""
     path = os.path.join(a.workdir, "incomplete.hsnap")

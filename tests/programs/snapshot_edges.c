@@ -19,6 +19,8 @@
 //   several_peaks three peaks of 40, 120 and 80 blocks of 250,000 bytes, each freed before the
 //                 next: the run's maximum is the second, 30,000,000 bytes.
 //   peak_at_exit  100 blocks of 250,000 bytes held by a global until the end: the maximum is at exit.
+//   slow_growth   a 2 MB table from fixed_table at start, then 400 blocks of 100,000 bytes from
+//                 leak_slowly, all held by a global list: the heap grows steadily to 42 MB.
 //   big_array     one malloc'd array of 100,000 pointers, each to a block of 100 bytes, held by a
 //                 global: every block is reachable through the array.
 //   static_pool   2,500 malloc blocks held by a global array, and a client-API pool whose arena
@@ -159,6 +161,27 @@ static int several_peaks(void) {
 }
 
 void *g_held[100];
+
+struct leak_node {
+  struct leak_node *next;
+  char payload[100000 - sizeof(void *)];
+};
+struct leak_node *g_leaks;
+char *g_table;
+
+__attribute__((noinline)) static void fixed_table(void) { g_table = malloc(2000000); }
+__attribute__((noinline)) static void leak_slowly(void) {
+  struct leak_node *n = malloc(sizeof(struct leak_node));
+  n->next = g_leaks;
+  g_leaks = n;
+}
+
+static int slow_growth(void) {
+  fixed_table();
+  for (int i = 0; i < 400; i++) leak_slowly();
+  printf("grown %d\n", 2000000 + 400 * 100000);
+  return 0;
+}
 
 static int peak_at_exit(void) {
   for (int i = 0; i < 100; i++) g_held[i] = malloc(250000);
@@ -355,6 +378,7 @@ int main(int argc, char **argv) {
   if (!strcmp(m, "peak_threads")) return peak_threads();
   if (!strcmp(m, "short_peak")) return short_peak();
   if (!strcmp(m, "several_peaks")) return several_peaks();
+  if (!strcmp(m, "slow_growth")) return slow_growth();
   if (!strcmp(m, "peak_at_exit")) return peak_at_exit();
   if (!strcmp(m, "threads_threshold")) return threads_threshold();
   if (!strcmp(m, "grow")) return grow();

@@ -77,6 +77,11 @@ bool parse_snapshot(const char *spec) {
     else if (strcmp(item, "every") == 0 && arg && parse_u64(arg, &v) && v > 0) config.snapshot_every_ns = v * 1000000000ull;
     else if (strcmp(item, "heap") == 0 && arg && parse_size(arg, &v) && v > 0) config.snapshot_heap_above = v;
     else if (strcmp(item, "peak") == 0 && arg && parse_u64(arg, &v) && v > 0 && v <= 100) config.snapshot_peak_pct = uint32_t(v);
+    else if (strcmp(item, "growth") == 0 && arg && *arg && arg[strlen(arg) - 1] == '%') {
+      arg[strlen(arg) - 1] = '\0';
+      if (!parse_u64(arg, &v) || v < 1 || v > 1000) return false;
+      config.snapshot_growth_pct = uint32_t(v);
+    } else if (strcmp(item, "growth") == 0 && arg && parse_size(arg, &v) && v > 0) config.snapshot_growth_bytes = v;
     else if (strcmp(item, "rss") == 0 && arg && parse_size(arg, &v) && v > 0) config.snapshot_rss_above = v;
     else if (strcmp(item, "max") == 0 && arg && parse_u64(arg, &v) && v > 0 && v < 100000) config.snapshot_max = uint32_t(v);
     else if (strcmp(item, "contents") == 0 && !arg) config.snapshot_contents = true;
@@ -150,7 +155,8 @@ bool read_config() {
       config.snapshot_before_destructors = false;
       config.snapshot_signal = 0;
       config.snapshot_every_ns = config.snapshot_heap_above = config.snapshot_rss_above = 0;
-      config.snapshot_peak_pct = 0;
+      config.snapshot_peak_pct = config.snapshot_growth_pct = 0;
+      config.snapshot_growth_bytes = 0;
     }
   }
   return true;

@@ -20,7 +20,7 @@ struct Config {
   int unwinder;               // HEAPSNAP_UNWINDER=fast|libunwind|check (unwind::Mode)
   char unwind_check[512];     // HEAPSNAP_UNWIND_CHECK: check mode's report file
 
-  // HEAPSNAP_SNAPSHOT: comma-separated triggers, e.g. "exit,main,peak:5,signal:USR2,every:30,heap:2G,
+  // HEAPSNAP_SNAPSHOT: comma-separated triggers, e.g. "exit,main,peak:5,growth:10%,signal:USR2,every:30,heap:2G,
   // rss:3G,max:5,contents". Any trigger turns on the full live-block table (see info_shadow.h).
   bool snapshots;             // some trigger is set
   bool snapshot_at_exit;
@@ -30,6 +30,8 @@ struct Config {
   uint64_t snapshot_heap_above;
   uint64_t snapshot_rss_above;
   uint32_t snapshot_peak_pct;  // --snapshot-at-peak: within this percent of the maximum (0 = off)
+  uint64_t snapshot_growth_bytes;  // --snapshot-on-growth SIZE (0 = off, or a percentage below)
+  uint32_t snapshot_growth_pct;    // --snapshot-on-growth PCT%
   uint32_t snapshot_max;      // cap on snapshots per process
   bool snapshot_contents;     // keep raw block bytes
   bool snapshot_client;       // heapsnap_snapshot() requests are honoured

@@ -20,6 +20,7 @@
 #include "output/wire_encoder.h"
 #include "snapshot/child.h"
 #include "snapshot/child_internal.h"
+#include "snapshot/growth_series.h"
 #include "snapshot/signal_trigger.h"
 #include "snapshot/thread_regs.h"
 #include "tables/info_shadow.h"
@@ -69,9 +70,20 @@ struct Frozen {
   int64_t heap = -1;    // the heap when it was forked
   uint64_t pause = 0;   // the program's pause for the fork (sent with the go)
   uint32_t index = 0;
-  char path[4400];
-} g_frozen;
+  char path[4400] = {};
+};
+// constinit: the shim's constructor runs before this file's dynamic initializers would (a global
+// with a constructor was reset after init() had set it).
+constinit Frozen g_frozen;
 uint32_t g_peak_taken = 0, g_peak_failed = 0;
+
+// --snapshot-on-growth: each one is a scanning child like the others, but its file is kept aside
+// (its SnapshotBegin in it, deferred) and the ones kept (GrowthSeries: thinned evenly to
+// --max-snapshots) are appended at the end, or by the tail guard when the program ends without
+// exit handlers.
+constinit GrowthSeries g_growth;
+bool g_growth_due = false;
+uint32_t g_growth_taken = 0, g_growth_failed = 0;
 // The running child, if any.
 pid_t g_child = 0;
 uint32_t g_child_index = 0;
@@ -142,11 +154,11 @@ __attribute__((noinline)) uint64_t current_sp() {
 // `summary` show), once per trigger and reason: never a silent miss.
 void note_not_taken(int trigger, int reason) {
   static const char *const kTriggerNames[] = {"exit", "signal", "periodic", "heap-threshold", "rss-threshold",
-                                              "client", "before-destructors", "peak"};
+                                              "client", "before-destructors", "peak", "growth"};
   static const char *const kReasons[] = {"--max-snapshots reached", "cannot create its file next to the capture"};
   static uint32_t noted = 0;
   uint32_t bit = 1u << (uint32_t(trigger) * 2 + uint32_t(reason));
-  if (trigger < 0 || trigger > kPeak || (noted & bit)) return;
+  if (trigger < 0 || trigger > kGrowth || (noted & bit)) return;
   noted |= bit;
   char text[200];
   int n = snprintf(text, sizeof(text), "heapsnap: snapshot not taken (%s): %s%s", kTriggerNames[trigger], kReasons[reason],
@@ -156,8 +168,9 @@ void note_not_taken(int trigger, int reason) {
 
 // Starts the child. Returns false if it could not (then nothing is pending).
 bool start(int trigger, const char *label) {
-  const bool deferred = trigger == kPeak;  // a frozen at-peak child (Frozen above), beside any other
-  if (!deferred && g_child) return false;  // (the callers try again once it has ended)
+  const bool frozen = trigger == kPeak;  // a frozen at-peak child (Frozen above), beside any other
+  const bool deferred = frozen || trigger == kGrowth;  // its child writes its SnapshotBegin
+  if (!frozen && g_child) return false;  // (the callers try again once it has ended)
   if (!deferred && g_taken >= config.snapshot_max) {
     note_not_taken(trigger, 0);
     return false;
@@ -167,15 +180,16 @@ bool start(int trigger, const char *label) {
   // (Buffers of this function's are static: a larger frame here exposes more of the forking
   // thread's stale stack below the program's frames to the child's scan of that stack.)
   static char peak_path[4400];
-  char *path = deferred ? peak_path : g_child_path;
-  snprintf(path, 4400, deferred ? "%s.peak-%u.tmp" : "%s.snapshot-%u.tmp", writer_capture_path(), index);
+  char *path = frozen ? peak_path : g_child_path;
+  snprintf(path, 4400, frozen ? "%s.peak-%u.tmp" : trigger == kGrowth ? "%s.growth-%u.tmp" : "%s.snapshot-%u.tmp",
+           writer_capture_path(), index);
   int fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
   if (fd < 0) {
     note_not_taken(trigger, 1);
     return false;
   }
   int go[2] = {-1, -1};
-  if (deferred && pipe2(go, O_CLOEXEC) != 0) {
+  if (frozen && pipe2(go, O_CLOEXEC) != 0) {
     close(fd);
     unlink(path);
     return false;
@@ -237,7 +251,7 @@ bool start(int trigger, const char *label) {
                      (unsigned long)(((g_regs.first_signal_ns ? g_regs.first_signal_ns : t0) - prep0) / 1000));
     if (n > 0) (void)!write(2, msg, size_t(n) < sizeof(msg) ? size_t(n) : sizeof(msg) - 1);
   }
-  if (deferred) {
+  if (frozen) {
     close(fd);
     close(go[0]);
     if (pid < 0) {
@@ -256,7 +270,7 @@ bool start(int trigger, const char *label) {
   if (pid < 0) {
     close(fd);
     unlink(g_child_path);
-    append_failure(index, "fork failed");
+    if (!deferred) append_failure(index, "fork failed");
     return false;
   }
   g_child = pid_t(pid);
@@ -266,6 +280,7 @@ bool start(int trigger, const char *label) {
   g_child_fd = fd;
   g_child_started_ns = t0;
   if (!deferred) append_record_begin(index, trigger, label, pause, t, when);
+  // (A deferred one's pause: the child measures it from its own start, which is later.)
   return true;
 }
 
@@ -274,6 +289,7 @@ int64_t wanted_alarm() {
   int64_t level = INT64_MAX;
   if (config.snapshot_heap_above && !g_heap_fired && !g_heap_crossed_ns) level = int64_t(config.snapshot_heap_above);
   if (config.snapshot_peak_pct && !g_peak_due && g_peak_next < level) level = g_peak_next;
+  if (g_growth.enabled() && !g_growth_due && g_growth.next_level() < level) level = g_growth.next_level();
   return level;
 }
 
@@ -300,6 +316,7 @@ bool poll_alarm() {
     g_heap_crossed_bytes = h;
   }
   if (config.snapshot_peak_pct && h >= g_peak_next) g_peak_due = true;
+  if (g_growth.enabled() && h >= g_growth.next_level()) g_growth_due = true;
   rearm();
   return true;
 }
@@ -334,7 +351,7 @@ int64_t peak_level(int64_t heap) {
 // Forks a frozen at-peak child when one is due: the alarm went off, or (several threads, none of
 // whose folds crossed the level) the writer's own sum is past it. The one before it is killed
 // once the new one is forked (the thread waiting on the alarm is let go first, by the caller).
-Frozen g_frozen_old;
+constinit Frozen g_frozen_old;
 void maybe_start_peak(uint64_t heap_bytes) {
   if (!config.snapshot_peak_pct) return;
   bool due = g_peak_due || (int64_t(heap_bytes) >= g_peak_next && g_totals.most_live_threads.load(std::memory_order_relaxed) > 1);
@@ -386,6 +403,52 @@ void append_kept_peak() {
   outbox_append_marker(0, text, n > 0 && size_t(n) < sizeof(text) ? size_t(n) : strlen(text));
 }
 
+void growth_path(uint32_t index, char (&out)[4400]) {
+  snprintf(out, sizeof(out), "%s.growth-%u.tmp", writer_capture_path(), index);
+}
+
+// Starts a growth snapshot when one is due (the alarm, or the writer's sum with several threads),
+// and deletes the files of the ones the series let go.
+bool maybe_start_growth(uint64_t heap_bytes) {
+  if (!g_growth.enabled()) return false;
+  bool due = g_growth_due || (int64_t(heap_bytes) >= g_growth.next_level() &&
+                              g_totals.most_live_threads.load(std::memory_order_relaxed) > 1);
+  if (!due) return false;
+  char label[160];
+  snprintf(label, sizeof(label), "growth (the heap past %lld B: %s%llu%s since the last)", (long long)g_growth.next_level(),
+           g_growth.step_bytes() ? "+" : "+", (unsigned long long)(g_growth.step_bytes() ? g_growth.step_bytes() : g_growth.step_pct()),
+           g_growth.step_bytes() ? " B" : "%");
+  if (!start(kGrowth, label)) return false;
+  g_growth_due = false;
+  ++g_growth_taken;
+  uint32_t dropped[GrowthSeries::kMaxKept];
+  uint32_t n = g_growth.taken(g_child_index, g_child_heap, dropped);
+  char path[4400];
+  for (uint32_t i = 0; i < n; ++i) {
+    growth_path(dropped[i], path);
+    unlink(path);
+  }
+  rearm();
+  return true;
+}
+
+// The kept growth snapshots into the capture, oldest first, with a marker that says what was kept.
+void append_growth() {
+  if (!g_growth.enabled() || (!g_growth_taken && !g_growth.size())) return;
+  char path[4400];
+  uint32_t appended = 0, kept = g_growth.size();
+  for (uint32_t i = 0; i < kept; ++i) {
+    growth_path(g_growth.index_at(i), path);
+    appended += writer_append_file(path);
+    unlink(path);
+  }
+  char text[200];
+  int n = snprintf(text, sizeof(text), "heapsnap: growth snapshots: %u kept of %u taken (%u failed; thinned %u times)",
+                   appended, g_growth_taken, g_growth_failed, g_growth.thinned());
+  outbox_append_marker(0, text, n > 0 && size_t(n) < sizeof(text) ? size_t(n) : strlen(text));
+  g_growth.configure(0, 0, 2);  // appended once
+}
+
 // Appends the child's file to the capture once it has exited. Returns true when nothing is
 // pending any more.
 bool finish(bool block) {
@@ -399,6 +462,16 @@ bool finish(bool block) {
   close(g_child_fd);
   g_child_fd = -1;
   bool ok = r == g_child && WIFEXITED(status) && WEXITSTATUS(status) == 0;
+  if (g_child_trigger == kGrowth) {
+    // Kept aside (GrowthSeries counted it when it started); a failed one is forgotten.
+    if (!ok) {
+      g_growth.forget(g_child_index);
+      unlink(g_child_path);
+      ++g_growth_failed;
+    }
+    g_child = 0;
+    return true;
+  }
   if (!writer_append_file(g_child_path) || !ok) {
     char why[96];
     if (r == g_child && WIFSIGNALED(status)) snprintf(why, sizeof(why), "snapshot child killed by signal %d", WTERMSIG(status));
@@ -419,7 +492,10 @@ void init() {
   info::enabled = true;
   trigger::init(config.snapshot_signal);
   g_last_periodic_ns = now_rel_ns();
-  g_totals.heap_alarm_waits = config.snapshot_peak_pct != 0;
+  // The thread whose allocation crosses an at-peak or growth level waits until its snapshot is
+  // forked: the snapshot is of that moment.
+  g_totals.heap_alarm_waits = config.snapshot_peak_pct != 0 || config.snapshot_growth_bytes || config.snapshot_growth_pct;
+  g_growth.configure(config.snapshot_growth_bytes, config.snapshot_growth_pct, config.snapshot_max);
   rearm();
 }
 
@@ -490,6 +566,12 @@ void writer_tick(uint64_t heap_bytes, uint64_t rss_bytes) {
   finish(false);
   const bool alarm = poll_alarm();
   maybe_start_peak(heap_bytes);  // a frozen child, beside any other
+  if (g_growth_due) {
+    // At the crossing, as the thread that crossed waits: after the running child, if any (a heap
+    // that grows by the step faster than a snapshot scans is paused that long).
+    finish(true);
+    maybe_start_growth(heap_bytes);
+  }
   if (!g_child) start_triggered(heap_bytes, rss_bytes);
   if (alarm) {
     // The thread that set the alarm off goes on (heap_alarm), now that its snapshots are forked.
@@ -514,6 +596,8 @@ static void start_triggered(uint64_t heap_bytes, uint64_t rss_bytes) {
   } else if (config.snapshot_rss_above && !g_rss_fired && rss_bytes >= config.snapshot_rss_above) {
     g_rss_fired = true;
     start(kRss, "rss threshold");
+  } else {
+    maybe_start_growth(heap_bytes);
   }
 }
 
@@ -521,6 +605,7 @@ void drain() {
   finish(true);
   end_replaced_peak();
   append_kept_peak();
+  append_growth();
 }
 
 // The heap-threshold snapshot, labelled with when the heap crossed the threshold and how long after
@@ -561,6 +646,9 @@ void after_fork_child() {
   g_frozen.heap = -1;
   g_peak_taken = g_peak_failed = 0;
   g_peak_next = kPeakFloor;
+  g_growth.configure(config.snapshot_growth_bytes, config.snapshot_growth_pct, config.snapshot_max);
+  g_growth_due = false;
+  g_growth_taken = g_growth_failed = 0;
   if (config.snapshots) rearm();
   trigger::after_fork_child();
 }
@@ -592,6 +680,8 @@ void at_exit() {
   maybe_start_peak(0);
   end_replaced_peak();
   append_kept_peak();
+  if (maybe_start_growth(0)) finish(true);  // (a growth crossed since the last tick)
+  append_growth();
   if (config.snapshot_at_exit && start(kExit, "exit")) finish(true);
 }
 
@@ -609,16 +699,24 @@ void before_destructors(const char *how) {
 void at_salvage() {
   // (A frozen at-peak child of the program's sees its parent gone and exits without a word: the
   // at-peak snapshot is lost with the exit handlers.)
-  if (!config.snapshots || !config.snapshot_at_exit) return;
+  if (!config.snapshots) return;
   // A snapshot child the program had running went with it (its parent is gone; the file it left
   // is incomplete and is not appended).
   if (g_child) {
     if (g_child_fd >= 0) close(g_child_fd);
     unlink(g_child_path);
-    append_failure(g_child_index, "the process ended while this snapshot was being taken");
+    if (g_child_trigger == kGrowth) {
+      g_growth.forget(g_child_index);
+      ++g_growth_failed;
+    } else {
+      append_failure(g_child_index, "the process ended while this snapshot was being taken");
+    }
     g_child = 0;
     g_child_fd = -1;
   }
+  // The growth snapshots kept so far (a long run ended by a signal still has them).
+  append_growth();
+  if (!config.snapshot_at_exit) return;
   // The heap as the process left it. No thread's registers are known any more: each thread stack
   // is scanned whole, and the label says so.
   if (start(kExit, "exit (the process ended without exit handlers: thread stacks scanned whole)")) finish(true);

@@ -10,7 +10,7 @@
 namespace hs::snapshot {
 
 enum Trigger : int {
-  kExit = 0, kSignal = 1, kPeriodic = 2, kHeap = 3, kRss = 4, kClient = 5, kBeforeDestructors = 6, kPeak = 7
+  kExit = 0, kSignal = 1, kPeriodic = 2, kHeap = 3, kRss = 4, kClient = 5, kBeforeDestructors = 6, kPeak = 7, kGrowth = 8
 };
 
 // Called once at start-up when snapshots are configured: enables the live-block table and

@@ -4,6 +4,7 @@
 // the step doubles, so that a long run ends with snapshots spread evenly over its growth.
 // Bookkeeping only (no allocation, no system call): snapshot.cc takes, keeps and deletes the files.
 #pragma once
+#include <algorithm>
 #include <cstdint>
 
 namespace hs::snapshot {
@@ -26,7 +27,7 @@ class GrowthSeries {
   // The heap at which the next snapshot is due.
   int64_t next_level() const {
     if (bytes_ > 0) return last_heap_ + bytes_;
-    int64_t next = last_heap_ + last_heap_ / 100 * int64_t(pct_);
+    int64_t next = last_heap_ + last_heap_ / 100 * int64_t(pct_);  // (pct_ <= 10^6: no overflow below 2^43 B)
     return next < kPercentFloor ? kPercentFloor : next + 1;
   }
 
@@ -44,8 +45,9 @@ class GrowthSeries {
     }
     entries_[kept++] = entries_[n_ - 1];
     n_ = kept;
-    if (bytes_ > 0) bytes_ *= 2;
-    else pct_ = uint32_t((100 + pct_) * (100 + pct_) / 100 - 100);  // (1 + p)^2 - 1
+    // (Bounded: a step past the address space, or past 10^6 %, means no more snapshots anyway.)
+    if (bytes_ > 0) bytes_ = bytes_ < (int64_t(1) << 56) ? bytes_ * 2 : bytes_;
+    else pct_ = uint32_t(std::min<uint64_t>((100ull + pct_) * (100ull + pct_) / 100 - 100, 1000000));  // (1 + p)^2 - 1
     ++thinned_;
     return gone;
   }

@@ -13,8 +13,8 @@
 //   peak_threads  8 threads each hold a block of 250,000 bytes at the same time for 0.3 s: a
 //                 peak of 2,000,000 bytes although no thread moves the heap by 256 KiB.
 //   threads_threshold  8 threads each hold a block of 200,000 bytes (no thread folds: each is under
-//                 256 KiB) until the heap-threshold snapshot has started (its .tmp file appears
-//                 next to $HEAPSNAP_OUTPUT, seen by inotify; at most 60 s): a threshold of 1 MB is crossed by the
+//                 256 KiB) until the heap-threshold snapshot's child has forked (it writes its
+//                 .tmp file next to $HEAPSNAP_OUTPUT, seen by inotify; at most 60 s): a threshold of 1 MB is crossed by the
 //                 threads' sum, not by any one thread's fold (the writer's backstop).
 //   several_peaks three peaks of 40, 120 and 80 blocks of 250,000 bytes, each freed before the
 //                 next: the run's maximum is the second, 30,000,000 bytes.
@@ -228,9 +228,10 @@ static void *threshold_worker(void *arg) {
   return arg;
 }
 
-// Whether a file named `name` is created in `dir` within 60 s (inotify: a creation is queued, so
-// a file created and removed again between two looks is not missed).
-static int wait_created(int fd, const char *name) {
+// Whether a file named `name` in the watched directory is written to within 60 s (inotify: events
+// are queued, so a file written and removed again between two looks is not missed). The snapshot's
+// file is created before the fork, and first written by the snapshot child: after the fork.
+static int wait_written(int fd, const char *name) {
   char buf[4096] __attribute__((aligned(__alignof__(struct inotify_event))));
   for (int waited = 0; waited < 600;) {
     struct pollfd p = {fd, POLLIN, 0};
@@ -238,7 +239,7 @@ static int wait_created(int fd, const char *name) {
     ssize_t n = read(fd, buf, sizeof(buf));
     for (ssize_t off = 0; n > 0 && off < n;) {
       struct inotify_event *e = (struct inotify_event *)(buf + off);
-      if (e->len && !strcmp(e->name, name)) return 1;
+      if (e->len && (e->mask & IN_MODIFY) && !strcmp(e->name, name)) return 1;
       off += (ssize_t)sizeof(*e) + e->len;
     }
   }
@@ -254,12 +255,12 @@ static int threads_threshold(void) {
   snprintf(name, sizeof(name), "%s.snapshot-0.tmp", slash ? slash + 1 : out);
   if (slash) *slash = 0; else snprintf(dir, sizeof(dir), ".");
   int fd = inotify_init1(IN_CLOEXEC);
-  if (fd < 0 || inotify_add_watch(fd, dir, IN_CREATE) < 0) return 3;
+  if (fd < 0 || inotify_add_watch(fd, dir, IN_MODIFY) < 0) return 3;
   pthread_t t[8];
   pthread_barrier_init(&g_barrier, NULL, 9);
   for (int i = 0; i < 8; i++) pthread_create(&t[i], NULL, threshold_worker, NULL);
   pthread_barrier_wait(&g_barrier);
-  int seen = wait_created(fd, name);
+  int seen = wait_written(fd, name);
   pthread_barrier_wait(&g_barrier);
   for (int i = 0; i < 8; i++) pthread_join(t[i], NULL);
   printf("snapshot started %d\n", seen);

@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <cstdarg>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -152,6 +153,16 @@ __attribute__((noinline)) uint64_t current_sp() {
 
 // A snapshot asked for and not taken is said in the capture (a marker that `snapshots` and
 // `summary` show), once per trigger and reason: never a silent miss.
+// A tracer's marker (tid 0) in the capture, printf-style, cut at 255 bytes.
+__attribute__((format(printf, 1, 2))) void tracer_marker(const char *fmt, ...) {
+  char text[256];
+  va_list ap;
+  va_start(ap, fmt);
+  int n = vsnprintf(text, sizeof(text), fmt, ap);
+  va_end(ap);
+  if (n > 0) outbox_append_marker(0, text, size_t(n) < sizeof(text) ? size_t(n) : sizeof(text) - 1);
+}
+
 void note_not_taken(int trigger, int reason) {
   static const char *const kTriggerNames[] = {"exit", "signal", "periodic", "heap-threshold", "rss-threshold",
                                               "client", "before-destructors", "peak", "growth"};
@@ -160,10 +171,8 @@ void note_not_taken(int trigger, int reason) {
   uint32_t bit = 1u << (uint32_t(trigger) * 2 + uint32_t(reason));
   if (trigger < 0 || trigger > kGrowth || (noted & bit)) return;
   noted |= bit;
-  char text[200];
-  int n = snprintf(text, sizeof(text), "heapsnap: snapshot not taken (%s): %s%s", kTriggerNames[trigger], kReasons[reason],
-                   reason == 0 ? " (the later ones of this trigger too)" : "");
-  outbox_append_marker(0, text, n > 0 && size_t(n) < sizeof(text) ? size_t(n) : strlen(text));
+  tracer_marker("heapsnap: snapshot not taken (%s): %s%s", kTriggerNames[trigger], kReasons[reason],
+                reason == 0 ? " (the later ones of this trigger too)" : "");
 }
 
 // Starts the child. Returns false if it could not (then nothing is pending).
@@ -386,21 +395,18 @@ void end_replaced_peak() {
 // were taken; or a marker saying why there is none.
 void append_kept_peak() {
   if (!config.snapshot_peak_pct) return;
-  char text[200];
-  int n;
   if (g_frozen.pid) {
     int64_t heap = g_frozen.heap;
     bool ok = end_frozen(g_frozen, true) && writer_append_file(g_frozen.path);
     unlink(g_frozen.path);
     if (!ok) ++g_peak_failed;
-    n = snprintf(text, sizeof(text), "heapsnap: at-peak snapshot %s: the heap at %lld B (%u taken, %u failed)",
-                 ok ? "kept" : "lost (its child failed)", (long long)heap, g_peak_taken, g_peak_failed);
+    tracer_marker("heapsnap: at-peak snapshot %s: the heap at %lld B (%u taken, %u failed)",
+                  ok ? "kept" : "lost (its child failed)", (long long)heap, g_peak_taken, g_peak_failed);
   } else if (g_peak_taken || g_peak_failed) {
-    n = snprintf(text, sizeof(text), "heapsnap: no at-peak snapshot: %u taken, %u failed", g_peak_taken, g_peak_failed);
+    tracer_marker("heapsnap: no at-peak snapshot: %u taken, %u failed", g_peak_taken, g_peak_failed);
   } else {
-    n = snprintf(text, sizeof(text), "heapsnap: no at-peak snapshot: the heap never reached %lld B", (long long)kPeakFloor);
+    tracer_marker("heapsnap: no at-peak snapshot: the heap never reached %lld B", (long long)kPeakFloor);
   }
-  outbox_append_marker(0, text, n > 0 && size_t(n) < sizeof(text) ? size_t(n) : strlen(text));
 }
 
 void growth_path(uint32_t index, char (&out)[4400]) {
@@ -415,8 +421,8 @@ bool maybe_start_growth(uint64_t heap_bytes) {
                               g_totals.most_live_threads.load(std::memory_order_relaxed) > 1);
   if (!due) return false;
   char label[160];
-  snprintf(label, sizeof(label), "growth (the heap past %lld B: %s%llu%s since the last)", (long long)g_growth.next_level(),
-           g_growth.step_bytes() ? "+" : "+", (unsigned long long)(g_growth.step_bytes() ? g_growth.step_bytes() : g_growth.step_pct()),
+  snprintf(label, sizeof(label), "growth (the heap past %lld B: +%llu%s since the last)", (long long)g_growth.next_level(),
+           (unsigned long long)(g_growth.step_bytes() ? g_growth.step_bytes() : g_growth.step_pct()),
            g_growth.step_bytes() ? " B" : "%");
   if (!start(kGrowth, label)) return false;
   g_growth_due = false;
@@ -442,10 +448,8 @@ void append_growth() {
     appended += writer_append_file(path);
     unlink(path);
   }
-  char text[200];
-  int n = snprintf(text, sizeof(text), "heapsnap: growth snapshots: %u kept of %u taken (%u failed; thinned %u times)",
-                   appended, g_growth_taken, g_growth_failed, g_growth.thinned());
-  outbox_append_marker(0, text, n > 0 && size_t(n) < sizeof(text) ? size_t(n) : strlen(text));
+  tracer_marker("heapsnap: growth snapshots: %u kept of %u taken (%u failed; thinned %u times)", appended,
+                g_growth_taken, g_growth_failed, g_growth.thinned());
   g_growth.configure(0, 0, 2);  // appended once
 }
 
@@ -665,10 +669,8 @@ void at_exit() {
   while (take_client_request(label) && start(kClient, label)) finish(true);
   if (uint64_t dropped = g_client_dropped.exchange(0)) {
     // Said where the timeline shows the program's own markers.
-    char text[128];
-    int n = snprintf(text, sizeof(text), "heapsnap: %llu snapshot request(s) dropped: %u were already waiting",
-                     (unsigned long long)dropped, kClientQueue);
-    outbox_append_marker(0, text, n > 0 && size_t(n) < sizeof(text) ? size_t(n) : strlen(text));
+    tracer_marker("heapsnap: %llu snapshot request(s) dropped: %u were already waiting", (unsigned long long)dropped,
+                  kClientQueue);
   }
   if (trigger::pending() && start(kSignal, "signal")) finish(true);
   // A heap threshold crossed since the writer's last tick (a short peak, then the end).

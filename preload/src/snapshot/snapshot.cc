@@ -163,6 +163,13 @@ __attribute__((format(printf, 1, 2))) void tracer_marker(const char *fmt, ...) {
   if (n > 0) outbox_append_marker(0, text, size_t(n) < sizeof(text) ? size_t(n) : sizeof(text) - 1);
 }
 
+// The writer's backstop for a level no fold crossed: its summed figure past it, with several
+// threads (each one's rise under its fold size unseen by the alarm). With one thread the alarm is
+// exact, and the sum, read between a thread's counters and its fold, would only be early.
+bool writer_sum_past(uint64_t heap_bytes, int64_t level) {
+  return int64_t(heap_bytes) >= level && g_totals.most_live_threads.load(std::memory_order_relaxed) > 1;
+}
+
 void note_not_taken(int trigger, int reason) {
   static const char *const kTriggerNames[] = {"exit", "signal", "periodic", "heap-threshold", "rss-threshold",
                                               "client", "before-destructors", "peak", "growth"};
@@ -363,7 +370,7 @@ int64_t peak_level(int64_t heap) {
 constinit Frozen g_frozen_old;
 void maybe_start_peak(uint64_t heap_bytes) {
   if (!config.snapshot_peak_pct) return;
-  bool due = g_peak_due || (int64_t(heap_bytes) >= g_peak_next && g_totals.most_live_threads.load(std::memory_order_relaxed) > 1);
+  bool due = g_peak_due || writer_sum_past(heap_bytes, g_peak_next);
   if (!due) return;
   g_peak_due = false;
   Frozen old = g_frozen;
@@ -417,8 +424,7 @@ void growth_path(uint32_t index, char (&out)[4400]) {
 // and deletes the files of the ones the series let go.
 bool maybe_start_growth(uint64_t heap_bytes) {
   if (!g_growth.enabled()) return false;
-  bool due = g_growth_due || (int64_t(heap_bytes) >= g_growth.next_level() &&
-                              g_totals.most_live_threads.load(std::memory_order_relaxed) > 1);
+  bool due = g_growth_due || writer_sum_past(heap_bytes, g_growth.next_level());
   if (!due) return false;
   char label[160];
   snprintf(label, sizeof(label), "growth (the heap past %lld B: +%llu%s since the last)", (long long)g_growth.next_level(),
@@ -556,8 +562,7 @@ static void start_triggered(uint64_t heap_bytes, uint64_t rss_bytes);
 // itself), and fires at the tick after its sighting, by when a fold in flight has set the alarm.
 static bool heap_threshold_due(uint64_t heap_bytes, uint64_t now) {
   if (g_heap_crossed_ns) return true;
-  if (heap_bytes < config.snapshot_heap_above || g_totals.most_live_threads.load(std::memory_order_relaxed) <= 1)
-    return false;
+  if (!writer_sum_past(heap_bytes, int64_t(config.snapshot_heap_above))) return false;
   if (g_heap_seen_ns) return true;
   g_heap_seen_ns = now ? now : 1;
   g_heap_seen_bytes = int64_t(heap_bytes);

@@ -100,11 +100,8 @@ int run(const Options &o) {
     return kExitOk;
   }
   auto print_notes = [&] {
-    for (const auto &n : notes) printf("%s\n", out_style(n.find("not taken") != std::string::npos || n.find("no at-peak") == 0 ||
-                                                              n.find("lost") != std::string::npos
-                                                          ? Style::kWarning
-                                                          : Style::kEstimate,
-                                                      n).c_str());
+    for (const auto &n : notes)
+      printf("%s\n", out_style(snapshot::snapshot_note_is_warning(n) ? Style::kWarning : Style::kEstimate, n).c_str());
   };
   if (list.empty()) {
     printf("no snapshots in %s (record with --snapshot-at-exit, --snapshot-on-signal, ...)\n", o.file.c_str());

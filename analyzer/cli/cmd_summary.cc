@@ -8,6 +8,7 @@
 #include "cli/format.h"
 #include "cli/term_style.h"
 #include "replay/capture_summary.h"
+#include "snapshot/heap_snapshot.h"
 
 namespace heapsnap::cli {
 namespace {
@@ -45,6 +46,7 @@ nlohmann::ordered_json to_json(const replay::CaptureSummary &s) {
   j["modules"] = s.modules;
   j["threads"] = s.threads;
   j["snapshots"] = s.snapshots;
+  j["snapshot_notes"] = s.snapshot_notes;
   j["dropped_events"] = t.dropped_events();
   j["fork_child"] = s.process.fork_child();
   j["end_reason"] = s.ended ? nlohmann::ordered_json(s.end_reason) : nlohmann::ordered_json(nullptr);
@@ -102,6 +104,8 @@ void print_text(const std::string &file, const replay::CaptureSummary &s) {
   printf("%s%u\n", label("threads").c_str(), s.threads);
   printf("%s%s\n", label("modules").c_str(), human_count(s.modules).c_str());
   printf("%s%s\n", label("snapshots").c_str(), human_count(s.snapshots).c_str());
+  for (const auto &n : s.snapshot_notes)
+    printf("  %s\n", out_style(snapshot::snapshot_note_is_warning(n) ? Style::kWarning : Style::kEstimate, n).c_str());
   if (t.dropped_events())
     printf("%s%s\n", out_style(Style::kWarning, "dropped", -12).c_str(),
            out_style(Style::kWarning, human_count(t.dropped_events()) + " events (tracer fell behind or ran out of memory)").c_str());

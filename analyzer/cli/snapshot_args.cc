@@ -8,7 +8,21 @@ namespace heapsnap::cli {
 
 void add_snapshot_args(CLI::App *cmd, SnapshotArgs &a, bool rows) {
   cmd->add_option("file", a.file, "capture file")->required();
-  cmd->add_option("--snapshot", a.snapshot, "snapshot index (default: the last complete one; see `heapsnap snapshots`)");
+  cmd->add_option_function<std::string>(
+         "--snapshot",
+         [&a](const std::string &v) {
+           if (!v.empty() && v.find_first_not_of("0123456789") == std::string::npos && v.size() < 10)
+             a.snapshot = std::stoi(v);
+           else if (snapshot::trigger_from_name(v) >= 0)
+             a.snapshot_trigger = v;
+           else
+             throw CLI::ValidationError("--snapshot", "'" + v + "' is not a snapshot index or trigger (peak, exit, "
+                                        "before-destructors, growth, signal, periodic, heap-threshold, rss-threshold, client)");
+         },
+         "snapshot index, or a trigger (peak, exit, before-destructors, growth, signal, periodic, heap-threshold, "
+         "rss-threshold, client): the last complete snapshot of that trigger (default: the last complete one taken; "
+         "see `heapsnap snapshots`)")
+      ->type_name("N|TRIGGER");
   cmd->add_flag("--json", a.json, "machine-readable output");
   cmd->add_flag("--bytes", a.raw_bytes, "print sizes as plain byte counts");
   cmd->add_option("--interior", a.interior, "follow interior pointers: on (default) or off (memcheck's 'possibly lost' view)")
@@ -26,9 +40,22 @@ bool load_chosen_snapshot(const SnapshotArgs &a, snapshot::HeapSnapshot *out, co
   }
   int index = a.snapshot;
   if (index < 0) {
+    // The last taken, not the last in the file: at-peak and growth snapshots are appended at the
+    // end of the capture, after snapshots taken later (the exit one).
     auto list = snapshot::list_snapshots(*reader);
-    for (const auto &s : list)
-      if (s.have_end && s.end.complete()) index = int(s.index);
+    const snapshot::SnapshotInfo *pick = nullptr;
+    bool trigger_known = a.snapshot_trigger.empty();
+    for (const auto &s : list) {
+      if (!a.snapshot_trigger.empty() && a.snapshot_trigger != snapshot::trigger_name(s.trigger)) continue;
+      trigger_known = true;
+      if (s.have_end && s.end.complete() && (!pick || s.time_ns >= pick->time_ns)) pick = &s;
+    }
+    if (pick) index = int(pick->index);
+    if (!pick && !a.snapshot_trigger.empty()) {
+      print_error("%s has no complete %s snapshot%s; `heapsnap snapshots %s` lists them", a.file.c_str(),
+                  a.snapshot_trigger.c_str(), trigger_known ? " (only incomplete ones)" : "", a.file.c_str());
+      return false;
+    }
     if (index < 0) {
       // A damaged or cut capture says where: the reader's first problem, a snapshot whose records
       // stop, or the end of a file that lacks its end record.

@@ -11,7 +11,8 @@ namespace heapsnap::cli {
 
 struct SnapshotArgs {
   std::string file;
-  int snapshot = -1;           // -1: the last complete snapshot
+  int snapshot = -1;           // -1: the last complete snapshot taken (or of snapshot_trigger)
+  std::string snapshot_trigger;  // --snapshot peak|exit|...: the last complete one of that trigger
   bool json = false;
   bool raw_bytes = false;
   std::string interior = "on";

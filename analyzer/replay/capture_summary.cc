@@ -6,6 +6,7 @@
 
 #include "capture/batch_decoder.h"
 #include "capture/event_decoder.h"
+#include "snapshot/heap_snapshot.h"
 
 namespace heapsnap::replay {
 
@@ -114,7 +115,13 @@ CaptureSummary summarize(capture::CaptureReader &reader) {
         if (r.thread().started()) tids.insert(r.thread().tid());
         note_time(r.thread().time_ns());
         break;
-      case wire::Record::kMarker: ++s.markers; note_time(r.marker().time_ns()); break;
+      case wire::Record::kMarker: {
+        ++s.markers;
+        note_time(r.marker().time_ns());
+        std::string note;
+        if (snapshot::snapshot_note(r.marker(), &note)) s.snapshot_notes.push_back(std::move(note));
+        break;
+      }
       case wire::Record::kSnapshotBegin:
         ++s.snapshots;
         snapshot_record(r.snapshot_begin().index(), true, false, pos.frame_offset);

@@ -18,6 +18,9 @@ struct CaptureSummary {
   std::string end_reason;
   uint64_t sampled_allocs = 0, sampled_frees = 0, sampled_reallocs = 0;
   uint64_t stacks = 0, modules = 0, snapshots = 0, markers = 0;
+  // The shim's notes on snapshots asked for and not taken, and the at-peak and growth outcomes
+  // (snapshot::snapshot_note).
+  std::vector<std::string> snapshot_notes;
   uint32_t threads = 0;
   uint64_t last_time_ns = 0;
   bool truncated = false;     // cut off mid-frame, or no EndOfCapture

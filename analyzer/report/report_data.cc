@@ -210,21 +210,6 @@ struct SiteTable {
 };
 
 // Which snapshots to analyse: complete ones, at most `max`, evenly spread, first and last kept.
-std::vector<uint32_t> choose_snapshots(const std::vector<snapshot::SnapshotInfo> &list, size_t max) {
-  std::vector<uint32_t> complete;
-  for (const auto &s : list)
-    if (s.have_end && s.end.complete()) complete.push_back(s.index);
-  if (complete.size() <= max) return complete;
-  std::vector<uint32_t> out;
-  if (max == 0) return out;
-  if (max == 1) return {complete.back()};
-  for (size_t i = 0; i < max; ++i) {
-    uint32_t pick = complete[(i * (complete.size() - 1) + (max - 1) / 2) / (max - 1)];
-    if (out.empty() || out.back() != pick) out.push_back(pick);
-  }
-  return out;
-}
-
 // What holds `node`, as top-retainers says it: the root object at the top of its dominator chain
 // ("global g_cache (Cache *, app.cc:12)"), "nothing: unreachable", or several roots at once.
 std::string root_label(const snapshot::HeapSnapshot &s, const snapshot::ObjectGraph &g,
@@ -526,6 +511,49 @@ json snapshot_json(const snapshot::SnapshotInfo &info, snapshot::HeapSnapshot &s
 
 }  // namespace
 
+// The complete snapshots the report analyses, at most `max`, evenly spread, in the order they were
+// taken (an at-peak or growth snapshot is appended to the capture at the end, so its index comes
+// after snapshots taken later). The at-peak snapshot is always one of them: the report's "at its
+// peak" finding and `peak` answer from it.
+std::vector<uint32_t> choose_snapshots(const std::vector<snapshot::SnapshotInfo> &list, size_t max) {
+  std::vector<const snapshot::SnapshotInfo *> complete;
+  const snapshot::SnapshotInfo *peak = nullptr;
+  for (const auto &s : list)
+    if (s.have_end && s.end.complete()) {
+      complete.push_back(&s);
+      if (s.trigger == wire::TRIGGER_PEAK) peak = &s;
+    }
+  std::stable_sort(complete.begin(), complete.end(),
+                   [](const snapshot::SnapshotInfo *a, const snapshot::SnapshotInfo *b) { return a->time_ns < b->time_ns; });
+  std::vector<const snapshot::SnapshotInfo *> picked;
+  if (complete.size() <= max) {
+    picked = complete;
+  } else if (max == 1) {
+    picked = {peak ? peak : complete.back()};
+  } else if (max > 1) {
+    for (size_t i = 0; i < max; ++i) {
+      const snapshot::SnapshotInfo *pick = complete[(i * (complete.size() - 1) + (max - 1) / 2) / (max - 1)];
+      if (picked.empty() || picked.back() != pick) picked.push_back(pick);
+    }
+    if (peak && std::find(picked.begin(), picked.end(), peak) == picked.end()) {
+      // In place of the picked one nearest in time that is neither the first nor the last.
+      size_t best = picked.size() > 2 ? 1 : picked.size();
+      for (size_t i = 1; i + 1 < picked.size(); ++i)
+        if (std::llabs(int64_t(picked[i]->time_ns - peak->time_ns)) < std::llabs(int64_t(picked[best]->time_ns - peak->time_ns)))
+          best = i;
+      if (best < picked.size())
+        picked[best] = peak;
+      else
+        picked.push_back(peak);
+      std::stable_sort(picked.begin(), picked.end(),
+                       [](const snapshot::SnapshotInfo *a, const snapshot::SnapshotInfo *b) { return a->time_ns < b->time_ns; });
+    }
+  }
+  std::vector<uint32_t> out;
+  for (const auto *s : picked) out.push_back(s->index);
+  return out;
+}
+
 bool build_report_data(const ReportOptions &o, json *out, std::string *error) {
   auto progress = [&](const std::string &phase) -> std::function<void(uint64_t, uint64_t)> {
     if (!o.progress) return {};
@@ -632,7 +660,10 @@ bool build_report_data(const ReportOptions &o, json *out, std::string *error) {
   json snap_sections = json::array();
   SiteTable sites;
   std::vector<snapshot::SnapshotInfo> list;
-  if (auto reader = capture::CaptureReader::open(o.file, &err)) list = snapshot::list_snapshots(*reader);
+  std::vector<std::string> snapshot_notes;
+  if (auto reader = capture::CaptureReader::open(o.file, &err)) list = snapshot::list_snapshots(*reader, &snapshot_notes);
+  // Snapshots asked for and not taken (and the at-peak and growth outcomes) are said.
+  for (const auto &n : snapshot_notes) note(n);
   std::vector<uint32_t> chosen = choose_snapshots(list, o.max_snapshots);
   size_t complete = 0;
   for (const auto &s : list) complete += s.have_end && s.end.complete();
@@ -665,6 +696,9 @@ bool build_report_data(const ReportOptions &o, json *out, std::string *error) {
     note("The capture has " + std::to_string(complete) + " complete snapshots; the report analyses " +
          std::to_string(chosen.size()) + " of them, evenly spread (--max-snapshots).");
   d["snapshots"] = snap_sections;
+  d["peak_snapshot"] = nullptr;
+  for (const auto &s : list)
+    if (s.trigger == wire::TRIGGER_PEAK && s.have_end && s.end.complete()) d["peak_snapshot"] = s.index;
   d["sites"] = sites.rows;
   d["snapshots_enabled"] = r.process.snapshots_enabled();
 

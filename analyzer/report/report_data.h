@@ -14,6 +14,7 @@
 
 #include "report/dominator_icicle.h"
 #include "report/flame_tree.h"
+#include "snapshot/heap_snapshot.h"
 #include "symbolize/frame_filter.h"
 
 namespace heapsnap::report {
@@ -40,5 +41,10 @@ struct ReportOptions {
 // Fills *out, or returns false with *error set when the capture cannot be read at all. Problems
 // that leave a usable capture (truncation, a damaged snapshot) become notes in the data.
 bool build_report_data(const ReportOptions &opts, nlohmann::ordered_json *out, std::string *error);
+
+// The indexes of the complete snapshots of `list` the report analyses: at most `max`, evenly
+// spread, first and last kept, the at-peak snapshot always among them; in the order they were
+// taken.
+std::vector<uint32_t> choose_snapshots(const std::vector<snapshot::SnapshotInfo> &list, size_t max);
 
 }  // namespace heapsnap::report

@@ -20,6 +20,12 @@ const char *trigger_name(int t) {
   }
 }
 
+int trigger_from_name(const std::string &name) {
+  for (int t = 0; t <= 16; ++t)
+    if (name == trigger_name(t) && name != "?") return t;
+  return -1;
+}
+
 const char *root_kind_name(int k) {
   switch (k) {
     case kGlobal: return "global";
@@ -40,6 +46,21 @@ const char *register_name(uint64_t offset) {
   return offset % 8 == 0 && offset / 8 < sizeof(kNames) / sizeof(kNames[0]) ? kNames[offset / 8] : "?";
 }
 
+bool snapshot_note(const wire::Marker &m, std::string *text) {
+  static const std::string kPrefix = "heapsnap: ";
+  const std::string &t = m.text();
+  if (m.tid() != 0 || t.rfind(kPrefix, 0) != 0) return false;
+  if (t.rfind("heapsnap: snapshot not taken", 0) != 0 && t.find("at-peak snapshot") == std::string::npos &&
+      t.rfind("heapsnap: growth snapshots", 0) != 0)
+    return false;
+  *text = t.substr(kPrefix.size());
+  return true;
+}
+
+bool snapshot_note_is_warning(const std::string &n) {
+  return n.find("not taken") != std::string::npos || n.rfind("no at-peak", 0) == 0 || n.find("lost") != std::string::npos;
+}
+
 std::vector<SnapshotInfo> list_snapshots(capture::CaptureReader &reader, std::vector<std::string> *notes) {
   std::vector<SnapshotInfo> out;
   auto get = [&](uint32_t index) -> SnapshotInfo & {
@@ -55,11 +76,8 @@ std::vector<SnapshotInfo> list_snapshots(capture::CaptureReader &reader, std::ve
   });
   reader.for_each_record([&](const wire::Record &r, const capture::RecordPos &) {
     if (r.has_marker()) {
-      const std::string &t = r.marker().text();
-      if (notes && r.marker().tid() == 0 &&
-          (t.rfind("heapsnap: snapshot not taken", 0) == 0 || t.find("at-peak snapshot") != std::string::npos ||
-           t.rfind("heapsnap: growth snapshots", 0) == 0))
-        notes->push_back(t.substr(std::string("heapsnap: ").size()));
+      std::string text;
+      if (notes && snapshot_note(r.marker(), &text)) notes->push_back(std::move(text));
     } else if (r.has_snapshot_begin()) {
       const auto &b = r.snapshot_begin();
       SnapshotInfo &s = get(b.index());

@@ -23,12 +23,20 @@ struct SnapshotInfo {
 };
 
 const char *trigger_name(int trigger);
+// The trigger of a name trigger_name gives, or -1.
+int trigger_from_name(const std::string &name);
 
 // Lists the snapshots of a capture (one pass, block data skipped unparsed). Leaves the reader
 // with no record filter.
 // notes: the shim's markers about snapshots asked for and not taken, or an at-peak snapshot's
 // outcome ("heapsnap: snapshot not taken (...)", "heapsnap: ... at-peak snapshot ...").
 std::vector<SnapshotInfo> list_snapshots(capture::CaptureReader &reader, std::vector<std::string> *notes = nullptr);
+
+// Whether a marker is one of those notes; if so, its text without the "heapsnap: " prefix.
+bool snapshot_note(const wire::Marker &marker, std::string *text);
+// Whether a note says a snapshot asked for is missing (not taken, lost, no at-peak snapshot),
+// as opposed to an outcome ("growth snapshots: 3 kept of 7 taken").
+bool snapshot_note_is_warning(const std::string &note);
 
 enum RootKind : uint8_t { kGlobal = 0, kStack = 1, kRegisters = 2, kTls = 3, kAnon = 4 };
 const char *root_kind_name(int kind);

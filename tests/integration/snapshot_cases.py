@@ -507,6 +507,21 @@ def case_at_peak(a):
         q = run([a.heapsnap, "record", "-q", "-o", os.path.join(a.workdir, "bad.hsnap"), "--snapshot-at-peak=" + bad, "--", edges(a), "short_peak"])
         check(q.returncode == 2 and "--snapshot-at-peak '%s'" % bad in q.stderr,
               "--snapshot-at-peak=%s is refused with the reason (rc %d, %s)" % (bad, q.returncode, q.stderr.strip()))
+    # With an exit snapshot too: the default snapshot of the queries is the last taken (exit);
+    # `--snapshot peak` picks the at-peak one by name.
+    r, path = record(a, "at_peak_and_exit", [edges(a), "short_peak"], ["--snapshot-at-peak", "--snapshot-at-exit"])
+    snaps = hsnap_json(a, "snapshots", "--json", path)["snapshots"]
+    by = {x["trigger"]: x["index"] for x in snaps}
+    check(sorted(by) == ["exit", "peak"], "an at-peak and an exit snapshot (%s)" % by)
+    u = hsnap_json(a, "unreachable", "--json", path)
+    check(u["snapshot"] == by["exit"], "a query without --snapshot reads the last taken, the exit one (%s)" % u["snapshot"])
+    u = hsnap_json(a, "unreachable", "--json", "--snapshot", "peak", path)
+    check(u["snapshot"] == by["peak"], "--snapshot peak reads the at-peak one (%s)" % u["snapshot"])
+    q = run([a.heapsnap, "unreachable", "--snapshot", "growth", path])
+    check(q.returncode == 1 and "no complete growth snapshot" in q.stderr, "--snapshot growth: there is none, said (%s)" % q.stderr.strip())
+    q = run([a.heapsnap, "unreachable", "--snapshot", "tallest", path])
+    check(q.returncode == 2 and "'tallest' is not a snapshot index or trigger" in q.stderr,
+          "--snapshot tallest is refused as a usage error (rc %d, %s)" % (q.returncode, q.stderr.strip()))
     # A heap that never reaches the first level (256 KiB): no snapshot, and the timeline says why.
     r, path = record(a, "at_peak_small", [edges(a), "peak"], ["--snapshot-at-peak"])
     t = run([a.heapsnap, "timeline", path]).stdout
@@ -521,6 +536,11 @@ def case_at_peak(a):
           "--max-snapshots 1 with two asked for: the second is said not taken, and why (%s)" % j["notes"])
     t = run([a.heapsnap, "snapshots", path]).stdout
     check("snapshot not taken (exit): --max-snapshots reached" in t, "snapshots prints it too")
+    sj = hsnap_json(a, "summary", "--json", path)
+    check(any(n.startswith("snapshot not taken (exit)") for n in sj["snapshot_notes"]),
+          "summary --json has it in snapshot_notes (%s)" % sj.get("snapshot_notes"))
+    t = run([a.heapsnap, "summary", path]).stdout
+    check("snapshot not taken (exit): --max-snapshots reached" in t, "summary prints it under snapshots")
 
 
 def case_on_growth(a):

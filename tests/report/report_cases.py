@@ -297,9 +297,10 @@ def case_page(a):
     check(len(dom.find("leaks-table", "tr")) >= 2, "leaks table has rows")
     # Retention a reader can act on (issue 29.6): findings first, named roots, types, unreachable.
     findings = dom.text.get("findings", "")
-    check(all(k in findings for k in ("Largest leak", "Largest retainer", "Fastest growth")),
-          "the first screen has the three findings (%s)" % findings[:300])
-    check(len(dom.find("findings", "a")) == 3, "each finding links to its evidence")
+    check(all(k in findings for k in ("Largest leak", "Largest retainer", "At its peak", "Fastest growth")),
+          "the first screen has the four findings (%s)" % findings[:300])
+    check("record with --snapshot-at-peak" in findings, "with no at-peak snapshot, the peak finding says how to get one")
+    check(len(dom.find("findings", "a")) == 4, "each finding links to its evidence")
     sn = d["snapshots"][0]
     check("g_cache" in dom.text.get("roots-table", "") and sn["roots"] and "g_cache" in sn["roots"][0]["root"],
           "the roots table names the variable g_cache (%s)" % sn["roots"][:1])
@@ -307,6 +308,38 @@ def case_page(a):
     check(sn["roots"][0]["retained"] == cli_roots["roots"][0]["retained_bytes"], "and its retained bytes as `heapsnap roots` says")
     check(len(dom.find("types-table", "tr")) >= 1 or not sn["types"], "a types table (rows when a type is known)")
     check(dom.by_id("unreachable-table")[1] is not None, "an unreachable view")
+
+
+def case_at_peak(a):
+    """The report answers "what held the heap at its peak" from an at-peak snapshot (issue 30.2),
+    analyses it even when --max-snapshots leaves room for one only, and says which snapshots asked
+    for were not taken (issue 30.1)."""
+    need_chromium()
+    cap = record(a, "peak", [a.program, "phases", "nosnap"], ["--sample-bytes", "1", "--snapshot-at-peak", "--snapshot-at-exit"])
+    listed = hsnap_json(a, "snapshots", "--json", cap)["snapshots"]
+    peak = [x for x in listed if x["trigger"] == "peak" and x["complete"]]
+    check(len(peak) == 1, "the capture holds one at-peak snapshot (%s)" % [(x["index"], x["trigger"]) for x in listed])
+    path, page = report(a, cap, "peak", "--max-snapshots", "1")
+    d = page_data(page)
+    check([x["index"] for x in d["snapshots"]] == [peak[0]["index"]] and d["peak_snapshot"] == peak[0]["index"],
+          "with room for one snapshot, the report analyses the at-peak one (%s)" % [x["index"] for x in d["snapshots"]])
+    path, page = report(a, cap, "peak2")
+    d = page_data(page)
+    times = [x["time_s"] for x in d["snapshots"]]
+    check(len(d["snapshots"]) == 2 and times == sorted(times) and d["snapshots"][-1]["trigger"] == "exit",
+          "both analysed, in the order they were taken (the at-peak one was appended last): %s" %
+          [(x["index"], x["trigger"], x["time_s"]) for x in d["snapshots"]])
+    dom = render(a, path, "peak2")
+    findings = dom.text.get("findings", "")
+    check("At its peak" in findings and "snapshot %d" % peak[0]["index"] in findings and "retains" in findings,
+          "the peak finding names the at-peak snapshot and its top retainer (%s)" % findings[:400])
+    # A snapshot asked for and not taken is in the report's notes.
+    cap = record(a, "not_taken", [a.program, "phases", "nosnap"],
+                 ["--snapshot-before-destructors", "--snapshot-at-exit", "--max-snapshots", "1"])
+    _, page = report(a, cap, "not_taken")
+    notes = page_data(page)["notes"]
+    check(any("snapshot not taken (exit): --max-snapshots reached" in n for n in notes),
+          "the report's notes say the exit snapshot was not taken, and why (%s)" % notes)
 
 
 def case_snapshots(a):

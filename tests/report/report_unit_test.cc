@@ -1,6 +1,7 @@
 // The report's aggregation on hand-built inputs: the flame tree merges stacks by frame name and
 // keeps its totals when cut to a budget; the heap line keeps its extremes and the exact peak;
-// the embedded JSON cannot end its <script> element; the page has every slot filled.
+// the embedded JSON cannot end its <script> element; the page has every slot filled; the
+// snapshots analysed are spread in time and keep the at-peak one.
 #include <doctest/doctest.h>
 
 #include <nlohmann/json.hpp>
@@ -11,6 +12,7 @@
 
 #include "report/flame_tree.h"
 #include "report/html_page.h"
+#include "report/report_data.h"
 #include "report/timeline_series.h"
 #include "replay_builder.h"
 
@@ -167,4 +169,35 @@ TEST_CASE("page: every slot filled, data and title inlined once") {
   // Nothing that would fetch: no external scripts, styles or images.
   CHECK(page.find("<script src") == std::string::npos);
   CHECK(page.find("<link") == std::string::npos);
+}
+
+TEST_CASE("snapshots analysed: spread in time, the at-peak one always kept") {
+  using heapsnap::snapshot::SnapshotInfo;
+  // Six complete snapshots taken at 10..60 ms, one incomplete; the at-peak snapshot (index 7,
+  // appended at the end) was taken at 35 ms.
+  std::vector<SnapshotInfo> list;
+  auto add = [&](uint32_t index, uint64_t ms, int trigger, bool complete) {
+    SnapshotInfo s;
+    s.index = index;
+    s.have_begin = s.have_end = true;
+    s.time_ns = ms * 1000000;
+    s.trigger = trigger;
+    s.end.set_complete(complete);
+    list.push_back(s);
+  };
+  for (uint32_t i = 1; i <= 5; ++i) add(i, 10 * i, heapsnap::wire::TRIGGER_PERIODIC, true);
+  add(6, 60, heapsnap::wire::TRIGGER_EXIT, true);
+  add(7, 35, heapsnap::wire::TRIGGER_PEAK, true);
+  add(8, 70, heapsnap::wire::TRIGGER_EXIT, false);
+  CHECK(rp::choose_snapshots(list, 10) == std::vector<uint32_t>{1, 2, 3, 7, 4, 5, 6});
+  CHECK(rp::choose_snapshots(list, 1) == std::vector<uint32_t>{7});
+  CHECK(rp::choose_snapshots(list, 0).empty());
+  // Four: first and last kept; the at-peak one in place of the pick nearest it in time (3 or 4,
+  // both 5 ms away: the earlier).
+  CHECK(rp::choose_snapshots(list, 4) == std::vector<uint32_t>{1, 7, 4, 6});
+  // Two: first and last, then the at-peak one too (one more than asked, rather than no answer).
+  CHECK(rp::choose_snapshots(list, 2) == std::vector<uint32_t>{1, 7, 6});
+  list.pop_back();
+  list.erase(list.begin() + 6);  // no at-peak snapshot
+  CHECK(rp::choose_snapshots(list, 4) == std::vector<uint32_t>{1, 3, 4, 6});
 }

@@ -716,7 +716,7 @@
       { label: 'allocation site', key: function (r) { return siteLabel(+r.site); }, fmt: function (r) { return siteLabel(+r.site); } }
     ], list, { limit: D.budget.table_rows, empty: 'No change by site between these snapshots.' });
   }
-  // --- findings: the first screen's three answers, each one click from its evidence -------------
+  // --- findings: the first screen's four answers, each one click from its evidence -------------
   function renderFindings() {
     var host = $('findings'), S = D.snapshots, last = S.length ? S[S.length - 1] : null;
     function finding(title, text, href, onclick) {
@@ -745,6 +745,18 @@
         function () { selectSnapshot(S.length - 1); });
     } else {
       finding('Largest retainer', 'no heap snapshot: record with --snapshot-at-exit', '#snapshots');
+    }
+    // At its peak: the at-peak snapshot's biggest retainer (record with --snapshot-at-peak).
+    var pk = -1;
+    for (var i = 0; i < S.length; i++) if (S[i].index === D.peak_snapshot) pk = i;
+    if (pk >= 0 && S[pk].retainers.length) {
+      var p = S[pk], pt = p.retainers[0];
+      finding('At its peak', fmtBytes(p.bytes) + ' live in snapshot ' + p.index + ' (' + fmtTime(p.time_s) + '); ' +
+        (pt.root ? pt.root : retainerLabel(pt) + ', held by ' + pt.held_by) + ' retains ' + fmtBytes(pt.retained), '#snapshots',
+        function () { selectSnapshot(pk); });
+    } else {
+      finding('At its peak', fmtBytes(D.timeline.peak.bytes) + ' at ' + fmtTime(D.timeline.peak.t) +
+        '; what held it, object by object: record with --snapshot-at-peak', '#timeline');
     }
     // Fastest growth: the site whose live bytes grew most from the first snapshot to the last.
     if (S.length > 1) {

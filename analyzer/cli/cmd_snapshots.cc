@@ -76,7 +76,7 @@ int dump(const Options &o, capture::CaptureReader &reader) {
     for (uint32_t k = r.first; k < r.first + r.count; ++k)
       t.push_back({{"to", s.root_target[k]}, {"offset", s.root_offset[k]}, {"interior", bool(s.root_interior[k])}});
     roots.push_back({{"kind", snapshot::root_kind_name(r.kind)}, {"detail", r.detail}, {"start", hex(r.start)},
-                     {"length", r.length}, {"name", r.name}, {"targets", t}});
+                     {"length", r.length}, {"name", r.name}, {"thread_name", r.thread_name}, {"targets", t}});
   }
   j["root_list"] = roots;
   std::cout << j.dump(1) << "\n";

@@ -257,6 +257,10 @@ struct Context {
     j["line"] = o.line;
     j["module"] = o.module;
     j["module_offset"] = hex(o.module_offset);
+    if (o.what == snapshot::RootObject::kThread) {
+      j["tid"] = o.tid;
+      j["thread_name"] = o.thread_name;
+    }
     j["address"] = hex(o.start);
     j["size"] = o.size;
     const auto &rr = snap.roots[o.range];

@@ -303,7 +303,7 @@ bool load_snapshot(capture::CaptureReader &reader, uint32_t index, HeapSnapshot 
           return false;
         }
         RootRange range{RootKind(rt.kind() <= 4 ? rt.kind() : 4), rt.detail(), rt.start(), rt.length(), rt.name(),
-                        uint32_t(s.root_target.size()), uint32_t(rt.target_delta_size())};
+                        uint32_t(s.root_target.size()), uint32_t(rt.target_delta_size()), rt.thread_name()};
         int64_t t = 0;
         uint64_t off = 0;
         int inter_at = 0;

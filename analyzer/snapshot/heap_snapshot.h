@@ -49,6 +49,7 @@ struct RootRange {
   uint64_t start, length;
   std::string name;
   uint32_t first, count;    // into root_target / root_offset / root_interior
+  std::string thread_name;  // stacks and registers: the thread's name at snapshot time ("" if not known)
 };
 
 // Columns of a snapshot's blocks, narrowed for 10^8-block snapshots: 4 bytes a block where a

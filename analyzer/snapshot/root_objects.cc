@@ -58,7 +58,8 @@ std::string RootObject::label(const HeapSnapshot &s, bool kind_first) const {
     std::string parts;
     for (auto [bit, word] : {std::pair{kStackPart, "stack"}, {kRegistersPart, "registers"}, {kTlsPart, "tls"}})
       if (thread_parts & bit) parts += (parts.empty() ? "" : ", ") + std::string(word);
-    return (main_thread ? "main thread " : "thread ") + std::to_string(tid) + " (" + parts + ")";
+    return (main_thread ? "main thread " : "thread ") + std::to_string(tid) +
+           (thread_name.empty() ? "" : " \"" + thread_name + "\"") + " (" + parts + ")";
   }
   switch (rr.kind) {
     case kGlobal:
@@ -66,8 +67,9 @@ std::string RootObject::label(const HeapSnapshot &s, bool kind_first) const {
              " (data, no symbol)";
     case kStack:
       return "stack of " + std::string(rr.name.find("main thread") != std::string::npos ? "the main thread" : "thread") +
-             " (tid " + std::to_string(rr.detail) + ")";
-    case kRegisters: return "registers of thread " + std::to_string(rr.detail);
+             " (tid " + std::to_string(rr.detail) + (rr.thread_name.empty() ? "" : ", \"" + rr.thread_name + "\"") + ")";
+    case kRegisters:
+      return "registers of thread " + std::to_string(rr.detail) + (rr.thread_name.empty() ? "" : " \"" + rr.thread_name + "\"");
     case kTls: return "tls of thread " + std::to_string(rr.detail);
     default: return "anonymous memory at " + hex(start) + (rr.name.empty() || rr.name == "anonymous" ? "" : " (" + rr.name + ")");
   }
@@ -75,7 +77,8 @@ std::string RootObject::label(const HeapSnapshot &s, bool kind_first) const {
 
 size_t RootObjects::memory_bytes() const {
   size_t b = object_of_word.capacity() * 4 + objects.capacity() * sizeof(RootObject);
-  for (const auto &o : objects) b += o.name.capacity() + o.type.capacity() + o.file.capacity() + o.module.capacity();
+  for (const auto &o : objects)
+    b += o.name.capacity() + o.type.capacity() + o.file.capacity() + o.module.capacity() + o.thread_name.capacity();
   return b;
 }
 
@@ -100,6 +103,7 @@ RootObjects root_objects(const HeapSnapshot &s, const std::vector<RootModule> &m
         out.objects.push_back(std::move(o));
       }
       RootObject &o = out.objects[it->second];
+      if (o.thread_name.empty()) o.thread_name = rr.thread_name;
       o.thread_parts |= rr.kind == kStack ? RootObject::kStackPart
                         : rr.kind == kRegisters ? RootObject::kRegistersPart : RootObject::kTlsPart;
       if (rr.kind == kStack) {  // the stack gives the object its extent

@@ -25,6 +25,7 @@ struct RootObject {
   uint8_t thread_parts = 0;     // kThread: which of the thread's ranges hold heap pointers
   bool main_thread = false;     // kThread: the process's main thread
   uint64_t tid = 0;             // kThread
+  std::string thread_name;      // kThread: its name at snapshot time (pthread_setname_np, else the program's)
   uint32_t range = 0;           // index into HeapSnapshot::roots
   uint64_t start = 0, size = 0;  // runtime extent: the variable's, or the range's
   std::string name;             // the variable ("g_sessions", "main::cache"), or the range's label
@@ -38,7 +39,7 @@ struct RootObject {
   // any symbol).
   std::string kind(const HeapSnapshot &s) const;
   // "g_sessions (static, std::map<int, std::unique_ptr<Session>>, app.cc:29)",
-  // "thread 1234 (stack, registers)", "app+0x4010 (data, no symbol)". kind_first, for "held by":
+  // "thread 1234 \"worker\" (stack, registers)", "app+0x4010 (data, no symbol)". kind_first, for "held by":
   // "static g_sessions (std::map<int, std::unique_ptr<Session>>, app.cc:29)".
   std::string label(const HeapSnapshot &s, bool kind_first = false) const;
 };

@@ -74,6 +74,11 @@ def case_named(a):
     holder = [r for r in threads if r["retained_bytes"] >= truth["list"]]
     check(len(holder) == 1 and not holder[0]["name"].startswith("main thread"),
           "the list is its thread's alone: %s" % [(r["name"], r["retained_bytes"]) for r in threads])
+    check(holder[0].get("thread_name") == "list-keeper" and '"list-keeper"' in holder[0]["label"],
+          "the thread is named as the program named it (%s)" % holder[0]["label"])
+    mains = [r for r in threads if r["name"].startswith("main thread")]
+    check(len(mains) == 1 and mains[0].get("thread_name", "").startswith("roots_app"),
+          "the main thread by the program's name (%s)" % [r["label"] for r in mains])
     check(d["roots"][0]["name"] == "g_sessions", "the biggest root first (%s)" % d["roots"][0]["name"])
     t = hj(a, "top-retainers", "--json", path)
     top = t["objects"][0]

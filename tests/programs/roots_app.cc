@@ -80,6 +80,7 @@ __attribute__((noinline)) size_t add_sessions() {
 }
 
 __attribute__((noinline)) void *list_thread(void *) {
+  pthread_setname_np(pthread_self(), "list-keeper");  // the roots name it so
   std::list<Item> items;
   for (int i = 0; i < 500; i++) items.emplace_back().data[0] = char(i);
   size_t bytes = items.size() * sizeof(ItemNode);

@@ -1,6 +1,7 @@
 #include "snapshot/child_internal.h"
 
 #include <elf.h>
+#include <fcntl.h>
 #include <sys/mman.h>
 
 #include <sys/syscall.h>
@@ -130,6 +131,23 @@ HS_INLINE bool is_thread_dtv_field(uint64_t p, uint64_t start, uint64_t end) {
   return w[-1] == p - 8 && w[1] == p - 8;
 }
 
+// The name of the program's thread `tid` (pthread_setname_np, or the program's name), read from
+// /proc: the child is a fork, so the threads are the parent's. "" when it cannot be read (the
+// thread has ended since, or /proc is not mounted).
+const char *thread_name(const Child &c, uint64_t tid, char (&out)[32]) {
+  out[0] = 0;
+  char path[64];
+  snprintf(path, sizeof(path), "/proc/%llu/task/%llu/comm", (unsigned long long)c.main_tid, (unsigned long long)tid);
+  int fd = open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return out;
+  ssize_t n = read(fd, out, sizeof(out) - 1);
+  close(fd);
+  if (n <= 0) n = 0;
+  while (n > 0 && (out[n - 1] == '\n' || out[n - 1] == 0)) --n;
+  out[n] = 0;
+  return out;
+}
+
 HS_POPCNT_CLONES void scan_root(Child &c, int kind, uint64_t detail, uint64_t start, uint64_t end, const char *name,
                                 bool always = false, bool glibc_arena_words = false) {
   start = (start + 7) & ~uint64_t(7);
@@ -184,6 +202,10 @@ HS_POPCNT_CLONES void scan_root(Child &c, int kind, uint64_t detail, uint64_t st
   c.out.len(7, offs.data(), offs.size());
   if (inter.size()) c.out.len(8, inter.data(), inter.size());
   c.out.str(9, name);
+  if (kind == 1 || kind == 2) {  // a thread's stack or registers: the thread's name
+    char tn[32];
+    if (thread_name(c, detail, tn)[0]) c.out.str(10, tn);
+  }
   wire::end_record(c.out, m);
   flush_frame(c, false);
 }
@@ -195,6 +217,8 @@ void write_missing_registers(Child &c, uint32_t tid, const char *name) {
   c.out.u64(2, uint64_t(2));
   c.out.u64(3, tid);
   c.out.str(9, name);
+  char tn[32];
+  if (thread_name(c, tid, tn)[0]) c.out.str(10, tn);
   wire::end_record(c.out, m);
 }
 

@@ -37,6 +37,7 @@ struct ExportOpts {
   int snapshot = -1;           // graph-json
   std::string interior = "on";
   SiteOptions sites;           // graph-json's site labels (pprof and collapsed keep whole stacks)
+  std::string by = "stack";    // collapsed: stack, or type (a root frame per type)
 };
 
 void print_notes(const LoadedReplay &L) {
@@ -81,6 +82,7 @@ int run_collapsed(const ExportOpts &o) {
   exporter::CollapsedOptions co;
   co.metric = *metric;
   co.match = o.match;
+  co.by_type = o.by == "type";
   std::string text = exporter::collapsed_text(exporter::collapse_stacks(L.r, *L.sym, co));
   print_notes(L);
   return write_output(o, text);
@@ -164,6 +166,11 @@ constexpr Format kFormats[] = {
 };
 
 int run_export(const ExportOpts &o) {
+  if (o.by != "stack" && o.format != "collapsed") {
+    print_error("export: --by %s is for --format collapsed (pprof carries each sample's type as a label: "
+                "`go tool pprof -tagroot type`)", o.by.c_str());
+    return kExitUsage;
+  }
   for (const Format &f : kFormats)
     if (o.format == f.name) return f.run(o);
   std::string known;
@@ -188,6 +195,8 @@ void add_export_commands(CLI::App &app, int *rc) {
     CLI::App *cmd = app.add_subcommand("flamegraph", "Collapsed stacks for flamegraph.pl or speedscope.");
     add_common(cmd, *o);
     cmd->add_option("--metric", o->metric, "alloc-bytes (default), alloc-calls, leaked or peak");
+    cmd->add_option("--by", o->by, "stack (default), or type: each stack under a first frame naming its type")
+        ->check(CLI::IsMember({"stack", "type"}));
     cmd->footer("One line per stack, outermost frame first: \"main;f;g 4096\".\n"
                 "Examples:\n  heapsnap flamegraph app.hsnap | flamegraph.pl > app.svg\n"
                 "  heapsnap flamegraph --metric leaked -o leaks.folded app.hsnap   (open in speedscope)");
@@ -204,9 +213,12 @@ void add_export_commands(CLI::App &app, int *rc) {
     cmd->add_option("--interior", o->interior, "for graph-json: follow interior pointers, on (default) or off")
         ->check(CLI::IsMember({"on", "off"}));
     cmd->add_option("--metric", o->metric, "for --format collapsed: alloc-bytes (default), alloc-calls, leaked or peak");
+    cmd->add_option("--by", o->by, "for --format collapsed: stack (default), or type (a first frame naming each stack's type)")
+        ->check(CLI::IsMember({"stack", "type"}));
     add_site_options(cmd, o->sites);
     cmd->footer("pprof sample types: alloc_objects, alloc_space (default), inuse_objects, inuse_space\n"
-                "(inuse: not freed when the capture ended).\n"
+                "(inuse: not freed when the capture ended). Each sample whose frames name a type carries a label\n"
+                "type=... (`go tool pprof -tagroot type` splits by it, `-tagfocus type=...` keeps one).\n"
                 "graph-json: {\"nodes\": [{id, address, size, site, idom (-1: only the roots dominate it; null:\n"
                 "unreachable), retained}], \"edges\": [[from, to]], \"roots\": [ids held directly by a root]}.\n"
                 "Examples:\n  heapsnap export --format pprof -o app.pb.gz app.hsnap && go tool pprof -top app.pb.gz\n"

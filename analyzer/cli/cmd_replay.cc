@@ -582,7 +582,7 @@ int run_live(const Common &o, bool at_peak) {
     }
   } else {
     printf("%s — %s\n", out_style(Style::kHeading, "not freed at exit").c_str(), o.file.c_str());
-    printf("exact: %s blocks, %s%s\n\n", human_count(r.totals.live_blocks()).c_str(),
+    printf("exact: %s %s, %s%s\n\n", human_count(r.totals.live_blocks()).c_str(), blocks_word(double(r.totals.live_blocks())),
            out_style(Style::kSize, size_str(o, double(r.totals.heap_bytes()))).c_str(),
            r.ended ? "" : out_style(Style::kWarning, " (as of the last flush: the capture has no end)").c_str());
     if (est && fits.fitted && fit_bytes.raw <= 0 && r.totals.live_blocks() > 0)
@@ -598,14 +598,14 @@ int run_live(const Common &o, bool at_peak) {
     const auto frames = L.sym->stack(r.stacks, row.id);
     const std::string type = replay::type_from_frames(frames);
     if (!row.type.empty())
-      printf("%s in %s blocks of %s%s, %s %s:\n", out_style(Style::kSize, size_str(o, row.bytes)).c_str(),
-             (est ? est_count_str(row.blocks) : count_str(row.blocks)).c_str(), row.type.c_str(),
+      printf("%s in %s %s of %s%s, %s %s:\n", out_style(Style::kSize, size_str(o, row.bytes)).c_str(),
+             (est ? est_count_str(row.blocks) : count_str(row.blocks)).c_str(), blocks_word(row.blocks), row.type.c_str(),
              row.pool && fits.fitted ? out_style(Style::kEstimate, " (client-API pool: not in the exact totals)").c_str() : "",
              row.stacks == 1 ? "from" : ("from " + human_count(row.stacks) + " stacks, the heaviest from").c_str(),
              L.sym->site_label(site).c_str());
     else
-      printf("%s in %s blocks%s from %s%s:\n", out_style(Style::kSize, size_str(o, row.bytes)).c_str(),
-             (est ? est_count_str(row.blocks) : count_str(row.blocks)).c_str(),
+      printf("%s in %s %s%s from %s%s:\n", out_style(Style::kSize, size_str(o, row.bytes)).c_str(),
+             (est ? est_count_str(row.blocks) : count_str(row.blocks)).c_str(), blocks_word(row.blocks),
              row.pool && fits.fitted ? out_style(Style::kEstimate, " (client-API pool: not in the exact totals)").c_str() : "",
              L.sym->site_label(site).c_str(), type.empty() ? "" : (" [" + type + "]").c_str());
     print_stack(o, *L.sym, frames, "  ");
@@ -629,9 +629,9 @@ int run_live(const Common &o, bool at_peak) {
   } else {
     total_note = " (estimated)";
   }
-  printf("\n%s%s: %s in %s blocks\n", out_style(Style::kHeading, "total").c_str(),
+  printf("\n%s%s: %s in %s %s\n", out_style(Style::kHeading, "total").c_str(),
          out_style(Style::kEstimate, total_note).c_str(), out_style(Style::kSize, size_str(o, total_bytes)).c_str(),
-         est ? est_count_str(total_blocks).c_str() : count_str(total_blocks).c_str());
+         est ? est_count_str(total_blocks).c_str() : count_str(total_blocks).c_str(), blocks_word(double(total_blocks)));
   if (pool_blocks > 0)
     printf("%s: %s in %s objects (estimated; not in the exact totals)\n",
            out_style(Style::kHeading, "plus client-API pools").c_str(), out_style(Style::kSize, size_str(o, pool_bytes)).c_str(),

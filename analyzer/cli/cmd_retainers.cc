@@ -111,10 +111,10 @@ int run_top(const TopArgs &a) {
     std::vector<TopRow> rows = top_rows(c, a.limit);
     out["reachable_blocks"] = g.leak_node ? in_tree - g.retained_blocks(g.leak_node) : in_tree;
     if (!a.json) {
-      printf("%s — %s in %s blocks\n\n",
+      printf("%s — %s in %s %s\n\n",
              out_style(Style::kHeading, "top retainers of snapshot " + std::to_string(c.snap.info.index) + " (" +
                                             snapshot::trigger_name(c.snap.info.trigger) + ")").c_str(),
-             heap_summary(c).c_str(), human_count(in_tree).c_str());
+             heap_summary(c).c_str(), human_count(in_tree).c_str(), blocks_word(double(in_tree)));
       print_styled(Style::kHeader, "%12s %7s %12s %10s  %s\n", "retained", "%", "shallow", "blocks", "object");
     }
     json arr = json::array();
@@ -167,9 +167,9 @@ int run_top(const TopArgs &a) {
         continue;
       }
       if (listed == 1)
-        printf("\n%s: %s in %s blocks, %s clique%s (memcheck's definitely and indirectly lost: `heapsnap unreachable`)\n",
+        printf("\n%s: %s in %s %s, %s clique%s (memcheck's definitely and indirectly lost: `heapsnap unreachable`)\n",
                out_style(Style::kHeading, "unreachable").c_str(), c.szc(double(g.unreachable_bytes())).c_str(),
-               human_count(g.retained_blocks(g.leak_node)).c_str(), human_count(clusters.size()).c_str(),
+               human_count(g.retained_blocks(g.leak_node)).c_str(), blocks_word(double(g.retained_blocks(g.leak_node))), human_count(clusters.size()).c_str(),
                clusters.size() == 1 ? "" : "s");
       printf("%s %10s  %s%s\n", c.szc(double(g.retained.bytes[l]), 12).c_str(), human_count(g.retained_blocks(l)).c_str(),
              c.cluster_label(l).c_str(), shown.count(l) ? " (listed above)" : "");

@@ -89,7 +89,8 @@ void print_text(const std::string &file, const replay::CaptureSummary &s) {
   printf("  bytes allocated    %s\n", bytes(double(t.bytes_allocated())).c_str());
   // The same words as `peak` and the other replay queries (cli/format.h peak_text).
   printf("  peak heap          %s\n", peak_text(peak_figure(t, s.highest_heap), bytes).c_str());
-  printf("  not freed at end   %s blocks, %s\n", human_count(t.live_blocks()).c_str(), bytes(double(t.heap_bytes())).c_str());
+  printf("  not freed at end   %s %s, %s\n", human_count(t.live_blocks()).c_str(), blocks_word(double(t.live_blocks())),
+         bytes(double(t.heap_bytes())).c_str());
   if (t.rss_bytes()) printf("  RSS at end         %s\n", bytes(double(t.rss_bytes())).c_str());
   if (t.foreign_frees())
     printf("  foreign frees      %s %s\n", human_count(t.foreign_frees()).c_str(),

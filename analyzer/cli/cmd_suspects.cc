@@ -96,8 +96,10 @@ int run_suspects(const SnapshotArgs &a) {
              root ? c.root_label(v, true).c_str() : c.node_label(v).c_str(), c.szc(double(g.retained.bytes[v])).c_str(),
              100.0 * double(g.retained.bytes[v]) / double(total ? total : 1),
              root ? "" : (", held by " + c.held_by(v)).c_str());
-      printf("  accumulation point: %s, retaining %s in %zu direct children; below it:\n", c.node_label(acc).c_str(),
-             c.szc(double(g.retained.bytes[acc])).c_str(), g.children.successors(acc).size());
+      const size_t kids = g.children.successors(acc).size();
+      printf("  accumulation point: %s, retaining %s in %s direct %s%s\n", c.node_label(acc).c_str(),
+             c.szc(double(g.retained.bytes[acc])).c_str(), human_count(kids).c_str(), kids == 1 ? "child" : "children",
+             rows.empty() ? "" : "; below it:");
       for (size_t i = 0; i < rows.size() && i < 5; ++i)
         printf("    %s objects from %s retaining %s\n", human_count(rows[i].second.first).c_str(),
                c.site_id_label(uint32_t(rows[i].first)).c_str(), c.sz(double(rows[i].second.second)).c_str());
@@ -142,9 +144,9 @@ int run_suspects(const SnapshotArgs &a) {
   std::vector<uint32_t> clusters = clusters_by_size(c);
   json leaks = json::array();
   if (!clusters.empty() && !a.json)
-    printf("\n%s %s in %s blocks that no root reaches (%s clique%s; `heapsnap unreachable` for memcheck's view):\n",
+    printf("\n%s %s in %s %s that no root reaches (%s clique%s; `heapsnap unreachable` for memcheck's view):\n",
            out_style(Style::kHeading, "unreachable:").c_str(), c.szc(double(g.unreachable_bytes())).c_str(),
-           human_count(g.retained_blocks(g.leak_node)).c_str(), human_count(clusters.size()).c_str(),
+           human_count(g.retained_blocks(g.leak_node)).c_str(), blocks_word(double(g.retained_blocks(g.leak_node))), human_count(clusters.size()).c_str(),
            clusters.size() == 1 ? "" : "s");
   for (size_t i = 0; i < clusters.size() && i < 10; ++i) {
     leaks.push_back(cluster_json(c, clusters[i]));
@@ -220,8 +222,8 @@ int run_roots(const SnapshotArgs &a) {
     if (r != v)
       printf("%33s -> %s\n", "", c.node_label(r).c_str());
   }
-  printf("\n%s held by several roots at once (no one of them alone) in %s blocks", c.szc(double(shared)).c_str(),
-         human_count(shared_blocks).c_str());
+  printf("\n%s held by several roots at once (no one of them alone) in %s %s", c.szc(double(shared)).c_str(),
+         human_count(shared_blocks).c_str(), blocks_word(double(shared_blocks)));
   if (g.unreachable_bytes())
     printf("; %s unreachable (`heapsnap unreachable`)", c.szc(double(g.unreachable_bytes())).c_str());
   printf("\n");

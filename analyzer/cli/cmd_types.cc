@@ -63,9 +63,9 @@ int print_types(retainers::Context &c, const SnapshotArgs &a) {
     std::cout << j.dump(2) << "\n";
     return kExitOk;
   }
-  printf("%s — %s of %s blocks have a type: %s of %s live (%.1f%%)\n\n",
+  printf("%s — %s of %s %s have a type: %s of %s live (%.1f%%)\n\n",
          out_style(Style::kHeading, "types in snapshot " + std::to_string(s.info.index)).c_str(),
-         human_count(typed_blocks).c_str(), human_count(s.blocks()).c_str(), sz(typed_bytes).c_str(),
+         human_count(typed_blocks).c_str(), human_count(s.blocks()).c_str(), blocks_word(double(s.blocks())), sz(typed_bytes).c_str(),
          sz(all_bytes).c_str(), all_bytes ? 100.0 * double(typed_bytes) / double(all_bytes) : 0.0);
   if (order.empty()) {
     printf("no block's type is known: no polymorphic C++ object (vtable), no allocation through the C++\n"

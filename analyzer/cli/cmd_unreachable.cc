@@ -106,8 +106,9 @@ int run(const SnapshotArgs &a) {
                                         snapshot::trigger_name(s.info.trigger) + ")").c_str(),
          a.file.c_str(), a.interior == "on" ? "" : " (interior pointers ignored)");
   for (R k : {R::kDefinite, R::kIndirect, R::kPossible, R::kReachable})
-    printf("  %-16s %s in %s blocks\n", (std::string(snapshot::reach_name(k)) + ":").c_str(),
-           out_style(Style::kSize, sz(t.bytes[idx(k)])).c_str(), human_count(t.blocks[idx(k)]).c_str());
+    printf("  %-16s %s in %s %s\n", (std::string(snapshot::reach_name(k)) + ":").c_str(),
+           out_style(Style::kSize, sz(t.bytes[idx(k)])).c_str(), human_count(t.blocks[idx(k)]).c_str(),
+           blocks_word(double(t.blocks[idx(k)])));
   if (!rows.empty()) {
     printf("\n");
     print_styled(Style::kHeader, "lost blocks by allocation site (indirect ones counted at their clique's leader):\n");

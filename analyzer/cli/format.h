@@ -13,6 +13,8 @@ namespace heapsnap::cli {
 
 std::string human_bytes(double bytes);          // "1.50 MiB"
 inline std::function<std::string(double)> human_bytes_fn() { return [](double b) { return human_bytes(b); }; }
+// "block" for exactly one, else "blocks" ("1 block", "0 blocks", "~2.5 blocks").
+inline const char *blocks_word(double n) { return n == 1 ? "block" : "blocks"; }
 std::string human_count(uint64_t n);            // "1,234,567"
 std::string human_duration(double seconds);     // "1.25 s", "340 ms"
 bool stdout_is_terminal();

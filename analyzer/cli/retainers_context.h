@@ -236,7 +236,7 @@ struct Context {
     const uint32_t h = holder(v);
     if (graph.is_root(h)) return h == v ? "itself (a root)" : root_label(h, true);
     if (is_leader(h)) return h == v ? "nothing: unreachable (a leak)" : "nothing: unreachable, in the " + cluster_label(h);
-    return "(held through several roots)";
+    return "several roots at once, no one of them alone (`heapsnap path` shows one way)";
   }
   // A row's object: a root's label, a leak clique's, or a block's address and site.
   std::string node_label(uint32_t v) {

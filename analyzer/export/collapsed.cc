@@ -3,6 +3,7 @@
 #include <cmath>
 
 #include "export/stack_match.h"
+#include "replay/frame_types.h"
 
 namespace heapsnap::exporter {
 
@@ -45,6 +46,12 @@ std::map<std::string, double> collapse_stacks(const replay::ReplayResult &r,
     auto frames = sym.stack(r.stacks, id);
     if (frames.empty() || !stack_matches(frames, opts.match)) continue;
     line.clear();
+    if (opts.by_type) {
+      std::string type = replay::type_from_frames(frames);
+      for (char &c : type)
+        if (c == ';' || c == '\n') c = ',';
+      line = type.empty() ? "[type unknown]" : "[" + type + "]";
+    }
     for (auto f = frames.rbegin(); f != frames.rend(); ++f) {
       if (!line.empty()) line += ';';
       line += collapsed_frame_name(*f);

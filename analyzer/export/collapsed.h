@@ -28,6 +28,9 @@ std::string collapsed_frame_name(const replay::DisplayFrame &f);
 struct CollapsedOptions {
   Metric metric = Metric::alloc_bytes;
   std::string match;  // see stack_matches()
+  // By type: each stack under a root frame naming the type its frames give (replay/frame_types.h),
+  // "[type unknown]" when they name none, so that a flame graph's first level splits by type.
+  bool by_type = false;
 };
 
 // Joined stack -> summed figure. Different leaves can symbolize to the same names (two calls

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "export/stack_match.h"
+#include "replay/frame_types.h"
 
 namespace heapsnap::exporter {
 namespace {
@@ -157,18 +158,28 @@ pp::Profile build_pprof(const replay::ReplayResult &r, replay::StackSymbolizer &
   if (r.truncated) p.add_comment(b.str("the capture is truncated: figures cover what was read"));
   b.add_mappings();
 
+  const int64_t type_key = b.str("type");
   std::vector<uint64_t> addrs;
   for (uint32_t id = 1; id < r.by_stack.size(); ++id) {
     const replay::StackFigures &f = r.by_stack[id];
     int64_t v[4] = {rounded(f.alloc_calls), rounded(f.alloc_bytes), rounded(f.live_calls),
                     rounded(f.live_bytes)};
     if (!v[0] && !v[1] && !v[2] && !v[3]) continue;
-    if (!opts.match.empty() && !stack_matches(sym.stack(r.stacks, id), opts.match)) continue;
+    const std::vector<replay::DisplayFrame> frames = sym.stack(r.stacks, id);
+    if (!opts.match.empty() && !stack_matches(frames, opts.match)) continue;
     r.stacks.frames(id, &addrs);  // leaf first, as Sample.location_id wants
     if (addrs.empty()) continue;
     pp::Sample *s = p.add_sample();
     for (uint64_t a : addrs) s->add_location_id(b.location(a));
     for (int64_t x : v) s->add_value(x);
+    // The type the allocation's frames name (replay/frame_types.h), as a label: `go tool pprof
+    // -tagroot type` splits the profile by type, `-tagfocus type=...` keeps one.
+    const std::string type = replay::type_from_frames(frames);
+    if (!type.empty()) {
+      pp::Label *l = s->add_label();
+      l->set_key(type_key);
+      l->set_str(b.str(type));
+    }
   }
   return std::move(p);
 }

@@ -121,6 +121,17 @@ def case_collapsed(a):
     with open(out) as f:
         check(f.read() == text, "-o writes the same lines to a file")
 
+    # --by type: every stack under a first frame naming its type (issue 29), from the frames.
+    typed = parse_collapsed(heapsnap(a, "flamegraph", "--by", "type", "--metric", "leaked", cap))
+    vec = [(frames, v) for frames, v in typed if frames[0] == "[std::vector<int> buffer]"]
+    check(len(vec) == 1 and vec[0][1] == 50 * 1000 * 4 and any("alloc_typed" in f for f in vec[0][0]),
+          "--by type: the vectors' buffers under [std::vector<int> buffer], 200000 bytes, from alloc_typed (%s)" % vec)
+    big = [(frames, v) for frames, v in typed if any("alloc_big" in f for f in frames)]
+    check(len(big) == 1 and big[0][0][0] == "[type unknown]" and big[0][1] == BIG_BYTES,
+          "--by type: malloc's blocks under [type unknown] (%s)" % [f[:2] for f, _ in big])
+    heapsnap(a, "export", "--format", "pprof", "--by", "type", "-o", os.path.join(a.workdir, "x.pb.gz"), cap, expect=2)
+    print("ok: --by type with --format pprof is a usage error (pprof has a type label)")
+
     heapsnap(a, "flamegraph", "--metric", "bytes", cap, expect=2)
     print("ok: an unknown --metric is a usage error")
     heapsnap(a, "export", "--format", "no-such-format", cap, expect=2)
@@ -203,6 +214,14 @@ def case_pprof(a):
 
     r = run(["go", "tool", "pprof", "-top", out], env=env)
     check(r.returncode == 0 and "Type: alloc_space" in r.stdout.decode(), "alloc_space is the default sample type")
+
+    # Each sample whose frames name a type carries the label type=... (issue 29).
+    r = run(["go", "tool", "pprof", "-tags", "-sample_index=inuse_space", "-unit=B", out], env=env)
+    tags = r.stdout.decode()
+    print(tags)
+    m = re.search(r"([\d.]+)B \(\s*[\d.]+%\): std::vector<int> buffer", tags)
+    check(r.returncode == 0 and m is not None and float(m.group(1)) == 50 * 1000 * 4,
+          "-tags: type std::vector<int> buffer holds 200000 bytes in use (%s)" % (m.group(0) if m else tags[:300]))
 
     r = run(["go", "tool", "pprof", "-raw", out], env=env)
     raw = r.stdout.decode()

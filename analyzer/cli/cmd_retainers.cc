@@ -12,89 +12,6 @@
 namespace heapsnap::cli {
 namespace retainers {
 
-// One row of top-retainers --by object.
-struct TopRow {
-  uint32_t node;
-  uint32_t inside;  // index of the nearest listed row above it on its dominator chain, or UINT32_MAX
-  uint64_t own;     // its retained bytes less those of the rows listed inside it
-};
-
-// The rows of top-retainers --by object: nodes by retained bytes, one row per structure. A node
-// is left out when a row above it on its dominator chain is the same structure: a block of the
-// same site (a std::map's nodes under its root node, a list under its head), or a variable whose
-// direct children include one of that site (the map's nodes under g_sessions). A variable whose
-// one child retains all it does is shown as that child (g_cache as the Cache it points to).
-std::vector<TopRow> top_rows(Context &c, size_t limit) {
-  const auto &g = c.graph;
-  const auto &idom = g.dom.idom;
-  std::vector<uint32_t> nodes;
-  nodes.reserve(g.dom.preorder.size());  // the nodes in the tree: no regrowth (10^8 of them)
-  for (uint32_t v = 1; v < g.csr.num_nodes; ++v)
-    if (g.retained.count[v] && v != g.leak_node) nodes.push_back(v);
-  // Ancestors first among equal sizes: an ancestor retains more blocks (itself) than any descendant.
-  auto before = [&](uint32_t x, uint32_t y) {
-    if (g.retained.bytes[x] != g.retained.bytes[y]) return g.retained.bytes[x] > g.retained.bytes[y];
-    if (g.retained.count[x] != g.retained.count[y]) return g.retained.count[x] > g.retained.count[y];
-    return x < y;
-  };
-  std::vector<TopRow> rows;
-  std::unordered_map<uint32_t, uint32_t> row_of;       // listed node -> row
-  std::unordered_map<uint32_t, uint32_t> nearest;      // node seen on a walk -> nearest listed row above it
-  std::unordered_map<uint32_t, std::unordered_set<uint32_t>> covers;  // listed variable -> its children's sites
-  std::unordered_map<uint32_t, uint32_t> site_cache;   // block node -> site id
-  auto site = [&](uint32_t v) {
-    auto [it, fresh] = site_cache.try_emplace(v, 0);
-    if (fresh) it->second = c.site_id(ObjectGraph::block_of(v));
-    return it->second;
-  };
-  size_t sorted = 0, i = 0;
-  while (rows.size() < limit) {
-    if (i == sorted) {
-      if (sorted == nodes.size()) break;
-      const size_t next = std::min(nodes.size(), std::max<size_t>(sorted * 4, 64 + limit * 8));
-      std::partial_sort(nodes.begin() + long(sorted), nodes.begin() + long(next), nodes.end(), before);
-      sorted = next;
-    }
-    const uint32_t v = nodes[i++];
-    if (g.is_root(v) && c.rep(v) != v) continue;  // shown as the child that stands for it
-    const uint32_t p = idom[v];
-    if (g.is_block(v) && g.is_block(p) && site(p) == site(v)) continue;  // the same structure, one level down
-    // The nearest listed row above v: walk up to a listed node or one walked before.
-    std::vector<uint32_t> path;
-    uint32_t found = UINT32_MAX;
-    for (uint32_t u = p; u != 0 && u != graph::kNoIdom; u = idom[u]) {
-      if (auto r = row_of.find(u); r != row_of.end()) {
-        found = r->second;
-        break;
-      }
-      if (auto m = nearest.find(u); m != nearest.end()) {
-        found = m->second;
-        break;
-      }
-      path.push_back(u);
-    }
-    for (uint32_t u : path) nearest[u] = found;
-    bool same = false;
-    if (g.is_block(v))
-      for (uint32_t r = found; r != UINT32_MAX && !same; r = rows[r].inside) {
-        const uint32_t u = rows[r].node;
-        if (g.is_block(u)) {
-          same = site(u) == site(v);
-        } else if (g.is_root(u) && c.root_of(u).what == snapshot::RootObject::kVariable) {
-          auto [it, fresh] = covers.try_emplace(u);
-          if (fresh)
-            for (uint32_t k : c.kids_of_root(g.root_object(u))) it->second.insert(site(k));
-          same = it->second.count(site(v)) > 0;
-        }
-      }
-    if (same) continue;
-    row_of[v] = uint32_t(rows.size());
-    rows.push_back({v, found, g.retained.bytes[v]});
-  }
-  for (const auto &r : rows)
-    if (r.inside != UINT32_MAX) rows[r.inside].own -= g.retained.bytes[r.node];
-  return rows;
-}
 
 int run_top(const TopArgs &a) {
   Context c;
@@ -108,7 +25,8 @@ int run_top(const TopArgs &a) {
   if (a.by == "object") {
     uint64_t in_tree = 0;
     for (uint32_t v = 1; v <= g.num_blocks; ++v) in_tree += g.retained.count[v] != 0;
-    std::vector<TopRow> rows = top_rows(c, a.limit);
+    std::vector<snapshot::TopRow> rows =
+        snapshot::top_rows(c.graph, c.roots, c.root_children, [&](uint32_t b) { return c.site_id(b); }, a.limit);
     out["reachable_blocks"] = g.leak_node ? in_tree - g.retained_blocks(g.leak_node) : in_tree;
     if (!a.json) {
       printf("%s — %s in %s %s\n\n",
@@ -120,7 +38,7 @@ int run_top(const TopArgs &a) {
     json arr = json::array();
     std::unordered_set<uint32_t> shown;
     for (size_t ri = 0; ri < rows.size(); ++ri) {
-      const TopRow &row = rows[ri];
+      const snapshot::TopRow &row = rows[ri];
       const uint32_t v = row.node;
       shown.insert(v);
       const double pct = total ? 100.0 * double(row.own) / double(total) : 0;

@@ -28,6 +28,7 @@
 #include "replay/stack_symbolizer.h"
 #include "snapshot/object_graph.h"
 #include "snapshot/root_objects.h"
+#include "snapshot/top_rows.h"
 
 namespace heapsnap::cli::retainers {
 
@@ -77,11 +78,9 @@ struct Context {
   ObjectGraph graph;
   replay::ReplayResult capture;  // modules and stacks (no events replayed)
   std::unique_ptr<replay::StackSymbolizer> sym;
-  // The root objects' direct children in the dominator tree, (root object, node) in order, and
-  // per root object the node that stands for it: the one child that retains all it retains (the
-  // object a pointer variable points to), else its own node. See index_roots().
-  std::vector<std::pair<uint32_t, uint32_t>> root_kids;
-  std::vector<uint32_t> root_rep;
+  // The root objects' direct children in the dominator tree, and the node that stands for each
+  // (snapshot/top_rows.h). See index_roots().
+  snapshot::RootChildren root_children;
   std::unique_ptr<replay::BlockTyper> typer_;  // typer(): made on first use
   std::unique_ptr<GraphStatsReport> stats;  // --stats; last, so that it prints first
   bool usage_error = false;                  // load(): a bad --hide-frames
@@ -171,36 +170,11 @@ struct Context {
   }
 
   // --- roots and holders ---
-  void index_roots() {
-    const auto &g = graph;
-    root_kids.clear();
-    root_rep.assign(g.num_roots, 0);
-    for (uint32_t i = 0; i < g.num_roots; ++i) root_rep[i] = g.root_node(i);
-    if (!g.num_roots) return;
-    // One sequential pass over the blocks' dominators: root objects are numbered after them.
-    const uint32_t *idom = g.dom.idom.data();
-    for (uint32_t v = 1; v <= g.num_blocks; ++v)
-      if (idom[v] != graph::kNoIdom && g.is_root(idom[v])) root_kids.push_back({g.root_object(idom[v]), v});
-    std::sort(root_kids.begin(), root_kids.end());
-    for (size_t i = 0; i < root_kids.size();) {
-      size_t j = i;
-      uint32_t best = root_kids[i].second;
-      for (; j < root_kids.size() && root_kids[j].first == root_kids[i].first; ++j)
-        if (g.retained.bytes[root_kids[j].second] > g.retained.bytes[best]) best = root_kids[j].second;
-      const uint32_t obj = root_kids[i].first;
-      if (g.retained.bytes[best] && g.retained.bytes[best] == g.retained.bytes[g.root_node(obj)]) root_rep[obj] = best;
-      i = j;
-    }
-  }
-  // The node a root object's row shows: see root_rep.
-  uint32_t rep(uint32_t v) const { return graph.is_root(v) ? root_rep[graph.root_object(v)] : v; }
-  // The root object's children (nodes), from root_kids.
-  std::vector<uint32_t> kids_of_root(uint32_t obj) const {
-    auto lo = std::lower_bound(root_kids.begin(), root_kids.end(), std::make_pair(obj, 0u));
-    std::vector<uint32_t> out;
-    for (; lo != root_kids.end() && lo->first == obj; ++lo) out.push_back(lo->second);
-    return out;
-  }
+  void index_roots() { root_children.build(graph); }
+  // The node a root object's row shows (snapshot::RootChildren::rep).
+  uint32_t rep(uint32_t v) const { return root_children.rep_of(graph, v); }
+  // The root object's children (nodes).
+  std::vector<uint32_t> kids_of_root(uint32_t obj) const { return root_children.kids_of(obj); }
   bool is_leader(uint32_t v) const { return graph.leak_node && graph.is_block(v) && graph.dom.idom[v] == graph.leak_node; }
   // What keeps v alive on its own: the root object on its dominator chain, or, for a block in a
   // leak clique, the clique's leader; a block held by several roots at once is its own holder

@@ -11,6 +11,7 @@
 #include "snapshot/heap_snapshot.h"
 #include "snapshot/object_graph.h"
 #include "snapshot/root_objects.h"
+#include "snapshot/top_rows.h"
 #include "snapshot/group_retained.h"
 #include "replay/block_types.h"
 
@@ -278,14 +279,13 @@ json snapshot_json(const snapshot::SnapshotInfo &info, snapshot::HeapSnapshot &s
   tree["other"] = other;
   j["tree"] = tree;
 
-  // Top retainers by object.
-  std::vector<uint32_t> nodes;
-  for (uint32_t v = 1; v < g.csr.num_nodes; ++v)
-    if (g.retained.count[v] && v != g.leak_node && !g.unreachable(v) && g.retained_blocks(v)) nodes.push_back(v);
-  size_t k = std::min(o.table_rows, nodes.size());
-  std::partial_sort(nodes.begin(), nodes.begin() + long(k), nodes.end(), [&](uint32_t x, uint32_t y) {
-    return g.retained.bytes[x] != g.retained.bytes[y] ? g.retained.bytes[x] > g.retained.bytes[y] : x < y;
-  });
+  // Top retainers by object: one row per structure, as `top-retainers` lists them
+  // (snapshot/top_rows.h); unreachable structures have a table of their own.
+  snapshot::RootChildren root_children;
+  root_children.build(g);
+  const std::vector<snapshot::TopRow> top = snapshot::top_rows(
+      g, roots, root_children, [&](uint32_t b) { return uint32_t(sites.of(s.call_site[b], sym)); }, o.table_rows, false);
+  const size_t k = top.size();
   // Shortest paths from the roots (one breadth-first pass over the pointer graph serves every
   // row), as `heapsnap path` finds them.
   std::vector<uint32_t> bfs_parent;
@@ -329,14 +329,13 @@ json snapshot_json(const snapshot::SnapshotInfo &info, snapshot::HeapSnapshot &s
   };
   json objs = json::array();
   for (size_t i = 0; i < k; ++i) {
-    uint32_t v = nodes[i], b = ObjectGraph::block_of(v);
+    uint32_t v = top[i].node, b = ObjectGraph::block_of(v);
     json row;
-    if (g.is_root(v)) {  // a variable or a thread holding what no other root holds
-      // One row per structure: a pointer variable whose one object retains all it does is that
-      // object's row ("held by global g_cache").
-      bool stands_for_child = false;
-      for (uint32_t ch : g.children.successors(v)) stands_for_child |= g.retained.bytes[ch] == g.retained.bytes[v];
-      if (stands_for_child) continue;
+    // A row listed inside an earlier one (on its dominator chain, another structure): its index,
+    // and the bytes it retains beyond the rows inside it.
+    if (top[i].inside != UINT32_MAX) row["inside"] = top[i].inside;
+    row["own"] = top[i].own;
+    if (g.is_root(v)) {  // a variable or a thread holding what no other root holds (and no one child stands for)
       const snapshot::RootObject &ro = roots.objects[g.root_object(v)];
       row["root"] = ro.label(s);
       row["root_kind"] = ro.kind(s);

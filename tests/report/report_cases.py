@@ -278,6 +278,17 @@ def case_page(a):
           "top retaining site as `top-retainers --by site` says")
     check(d["sites"][sn["retainers"][0]["site"]]["label"].startswith("phases"),
           "the cache's bucket array (allocated in phases) retains most")
+    # One row per structure (issue 29.5), the same rows as `top-retainers` lists (snapshot/top_rows.h).
+    rows = sn["retainers"]
+    cli = hsnap_json(a, "top-retainers", "--json", "-n", str(len(rows)), cap)["objects"]
+    cli = [o for o in cli if o["kind"] in ("object", "root")]
+    check([r.get("address") or r.get("root") for r in rows] ==
+          [o.get("address") or o["root"]["label"] for o in cli],
+          "the report's retainer rows are top-retainers' rows (%s / %s)" %
+          ([r.get("address") or r.get("root") for r in rows][:6], [o.get("address") or o["root"]["label"] for o in cli][:6]))
+    check(all(r["own"] <= r["retained"] for r in rows) and
+          all(r["inside"] < i and rows[r["inside"]].get("site") != r.get("site") for i, r in enumerate(rows) if "inside" in r),
+          "a row inside another is another structure (another site), listed after it")
     top_obj = sn["retainers"][0]
     cli_path = hsnap_json(a, "path", "--json", cap, top_obj["address"])
     hops = top_obj["path"]["hops"]

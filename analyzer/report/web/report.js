@@ -23,6 +23,8 @@
 //             retainers [{address, site, type, type_from, shallow, retained, retained_blocks, held_by, stack,
 //                         path {root, hops [{address, site, size}], more, more_at}}
 //                        | {root, root_kind, retained, retained_blocks, held_by}],   (a root object)
+//                       each with own (retained less the rows inside it) and inside (the index of the
+//                       row it is listed inside, absent at the top): one row per structure
 //             roots [{root, kind, retained, blocks}],
 //             types [{type, how, objects, shallow, retained}], typed_bytes,
 //             unreachable [{address, site, bytes, blocks, cycle, type, stack}], unreachable_bytes,
@@ -630,7 +632,8 @@
       num('shallow', 'shallow', fmtBytes),
       num('blocks', 'retained_blocks', fmtCount),
       { label: 'object (click for its path from a root and its stack)', key: function (r) { return retainerLabel(r); }, cell: retainerCell },
-      { label: 'held by', key: function (r) { return r.held_by; }, fmt: function (r) { return r.held_by; } }
+      { label: 'held by', key: function (r) { return r.held_by; },
+        fmt: function (r) { return r.held_by + (r.inside !== undefined ? '; inside row ' + (r.inside + 1) : ''); } }
     ], s.retainers, { limit: D.budget.table_rows, empty: 'No reachable objects.' });
     table($('retaining-sites-table'), [
       num('retained', 'retained', fmtBytes),

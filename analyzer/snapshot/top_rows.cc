@@ -1,0 +1,111 @@
+#include "snapshot/top_rows.h"
+
+#include <algorithm>
+#include <unordered_map>
+#include <unordered_set>
+
+#include "graph/dominators.h"
+
+namespace heapsnap::snapshot {
+
+void RootChildren::build(const ObjectGraph &g) {
+  kids.clear();
+  rep.assign(g.num_roots, 0);
+  for (uint32_t i = 0; i < g.num_roots; ++i) rep[i] = g.root_node(i);
+  if (!g.num_roots) return;
+  // One sequential pass over the blocks' dominators: root objects are numbered after them.
+  const uint32_t *idom = g.dom.idom.data();
+  for (uint32_t v = 1; v <= g.num_blocks; ++v)
+    if (idom[v] != graph::kNoIdom && g.is_root(idom[v])) kids.push_back({g.root_object(idom[v]), v});
+  std::sort(kids.begin(), kids.end());
+  for (size_t i = 0; i < kids.size();) {
+    size_t j = i;
+    uint32_t best = kids[i].second;
+    for (; j < kids.size() && kids[j].first == kids[i].first; ++j)
+      if (g.retained.bytes[kids[j].second] > g.retained.bytes[best]) best = kids[j].second;
+    const uint32_t obj = kids[i].first;
+    if (g.retained.bytes[best] && g.retained.bytes[best] == g.retained.bytes[g.root_node(obj)]) rep[obj] = best;
+    i = j;
+  }
+}
+
+std::vector<uint32_t> RootChildren::kids_of(uint32_t obj) const {
+  auto lo = std::lower_bound(kids.begin(), kids.end(), std::make_pair(obj, 0u));
+  std::vector<uint32_t> out;
+  for (; lo != kids.end() && lo->first == obj; ++lo) out.push_back(lo->second);
+  return out;
+}
+
+std::vector<TopRow> top_rows(const ObjectGraph &g, const RootObjects &roots, const RootChildren &rc,
+                             const std::function<uint32_t(uint32_t block)> &site_id, size_t limit, bool leaks) {
+  const auto &idom = g.dom.idom;
+  std::vector<uint32_t> nodes;
+  nodes.reserve(g.dom.preorder.size());  // the nodes in the tree: no regrowth (10^8 of them)
+  for (uint32_t v = 1; v < g.csr.num_nodes; ++v)
+    if (g.retained.count[v] && v != g.leak_node && (leaks || !g.unreachable(v))) nodes.push_back(v);
+  // Ancestors first among equal sizes: an ancestor retains more blocks (itself) than any descendant.
+  auto before = [&](uint32_t x, uint32_t y) {
+    if (g.retained.bytes[x] != g.retained.bytes[y]) return g.retained.bytes[x] > g.retained.bytes[y];
+    if (g.retained.count[x] != g.retained.count[y]) return g.retained.count[x] > g.retained.count[y];
+    return x < y;
+  };
+  std::vector<TopRow> rows;
+  std::unordered_map<uint32_t, uint32_t> row_of;       // listed node -> row
+  std::unordered_map<uint32_t, uint32_t> nearest;      // node seen on a walk -> nearest listed row above it
+  std::unordered_map<uint32_t, std::unordered_set<uint32_t>> covers;  // listed variable -> its children's sites
+  std::unordered_map<uint32_t, uint32_t> site_cache;   // block node -> site id
+  auto site = [&](uint32_t v) {
+    auto [it, fresh] = site_cache.try_emplace(v, 0);
+    if (fresh) it->second = site_id(ObjectGraph::block_of(v));
+    return it->second;
+  };
+  size_t sorted = 0, i = 0;
+  while (rows.size() < limit) {
+    if (i == sorted) {
+      if (sorted == nodes.size()) break;
+      const size_t next = std::min(nodes.size(), std::max<size_t>(sorted * 4, 64 + limit * 8));
+      std::partial_sort(nodes.begin() + long(sorted), nodes.begin() + long(next), nodes.end(), before);
+      sorted = next;
+    }
+    const uint32_t v = nodes[i++];
+    if (g.is_root(v) && rc.rep_of(g, v) != v) continue;  // shown as the child that stands for it
+    const uint32_t p = idom[v];
+    if (g.is_block(v) && g.is_block(p) && site(p) == site(v)) continue;  // the same structure, one level down
+    // The nearest listed row above v: walk up to a listed node or one walked before.
+    std::vector<uint32_t> path;
+    uint32_t found = UINT32_MAX;
+    for (uint32_t u = p; u != 0 && u != graph::kNoIdom; u = idom[u]) {
+      if (auto r = row_of.find(u); r != row_of.end()) {
+        found = r->second;
+        break;
+      }
+      if (auto m = nearest.find(u); m != nearest.end()) {
+        found = m->second;
+        break;
+      }
+      path.push_back(u);
+    }
+    for (uint32_t u : path) nearest[u] = found;
+    bool same = false;
+    if (g.is_block(v))
+      for (uint32_t r = found; r != UINT32_MAX && !same; r = rows[r].inside) {
+        const uint32_t u = rows[r].node;
+        if (g.is_block(u)) {
+          same = site(u) == site(v);
+        } else if (g.is_root(u) && roots.objects[g.root_object(u)].what == RootObject::kVariable) {
+          auto [it, fresh] = covers.try_emplace(u);
+          if (fresh)
+            for (uint32_t k : rc.kids_of(g.root_object(u))) it->second.insert(site(k));
+          same = it->second.count(site(v)) > 0;
+        }
+      }
+    if (same) continue;
+    row_of[v] = uint32_t(rows.size());
+    rows.push_back({v, found, g.retained.bytes[v]});
+  }
+  for (const auto &r : rows)
+    if (r.inside != UINT32_MAX) rows[r.inside].own -= g.retained.bytes[r.node];
+  return rows;
+}
+
+}  // namespace heapsnap::snapshot

@@ -348,9 +348,40 @@ def case_man(a):
               and os.path.basename(dests[page]) == page, "meson install puts %s in man1 (%s)" % (page, dests.get(page)))
 
 
+def case_install(a):
+    """scripts/install PREFIX (issue 31): the command, its shim, the header and the manual land
+    under PREFIX, and the installed command records with the installed shim, no variable set."""
+    if not a.builddir:
+        fail("--builddir is needed")
+    script = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "scripts", "install")
+    prefix = os.path.join(a.workdir, "prefix")
+    shutil.rmtree(prefix, ignore_errors=True)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("HEAPSNAP_") or k == "HEAPSNAP_CACHE_DIR"}
+    p = subprocess.run([script, "--no-build", "--build-dir", a.builddir, prefix], env=env,
+                       stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    check(p.returncode == 0 and b"installed heapsnap in" in p.stdout, "scripts/install ran (%s)" % p.stderr.decode()[-300:])
+    for f in ("bin/heapsnap", "lib/libheapsnap_preload.so", "include/heapsnap.h", "share/man/man1/heapsnap.1",
+              "share/man/man1/heapsnap-record.1"):
+        check(os.path.isfile(os.path.join(prefix, f)), "%s installed" % f)
+    heapsnap = os.path.join(prefix, "bin", "heapsnap")
+    cap = os.path.join(a.workdir, "installed.hsnap")
+    p = subprocess.run([heapsnap, "record", "-q", "-o", cap, "--", "/bin/ls", "/"], env=env, cwd=a.workdir,
+                       stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    check(p.returncode == 0, "the installed heapsnap records, finding its shim in PREFIX/lib (%s)" % p.stderr.decode()[-300:])
+    p = subprocess.run([heapsnap, "summary", "--json", cap], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    check(p.returncode == 0 and json.loads(p.stdout)["alloc_calls"] > 0, "and the capture has ls's allocations")
+    man = shutil.which("man")
+    if man:
+        p = subprocess.run([man, "-M", os.path.join(prefix, "share", "man"), "-w", "heapsnap-record"],
+                           stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        check(p.returncode == 0 and prefix in p.stdout.decode(), "man finds heapsnap-record under PREFIX (%s)" % p.stdout.decode())
+    p = subprocess.run([script, "--no-build", "--bogus"], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    check(p.returncode == 2 and b"unknown option --bogus" in p.stderr, "an unknown option is a usage error")
+
+
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("case", choices=["colour", "no_colour", "stderr", "exit_codes", "man"])
+    ap.add_argument("case", choices=["colour", "no_colour", "stderr", "exit_codes", "man", "install"])
     ap.add_argument("--heapsnap", required=True)
     ap.add_argument("--programs", required=True)
     ap.add_argument("--workdir", required=True)

@@ -99,7 +99,10 @@ int run_top(const TopArgs &a) {
       out["by"] = "object";
       out["objects"] = arr;
       out["unreachable"] = leaks;
+      out["notes"] = c.sym->warnings();
       std::cout << out.dump(2) << "\n";
+    } else {
+      c.print_symbol_notes();
     }
     return kExitOk;
   }
@@ -170,7 +173,10 @@ int run_top(const TopArgs &a) {
   if (a.json) {
     out["by"] = "site";
     out["sites"] = arr;
+    out["notes"] = c.sym->warnings();
     std::cout << out.dump(2) << "\n";
+  } else {
+    c.print_symbol_notes();
   }
   return kExitOk;
 }

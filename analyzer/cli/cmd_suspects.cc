@@ -159,7 +159,10 @@ int run_suspects(const SnapshotArgs &a) {
     out["suspects"] = arr;
     out["groups"] = groups;
     out["unreachable"] = leaks;
+    out["notes"] = c.sym->warnings();
     std::cout << out.dump(2) << "\n";
+  } else {
+    c.print_symbol_notes();
   }
   return kExitOk;
 }

@@ -171,6 +171,11 @@ struct Context {
 
   // --- roots and holders ---
   void index_roots() { root_children.build(graph); }
+  // The symbolizer's notes (modules without symbols, build-id mismatches): printed after a text
+  // answer, and "notes" in JSON.
+  void print_symbol_notes() const {
+    for (const auto &w : sym->warnings()) printf("%s %s\n", out_style(Style::kWarning, "note:").c_str(), w.c_str());
+  }
   // The node a root object's row shows (snapshot::RootChildren::rep).
   uint32_t rep(uint32_t v) const { return root_children.rep_of(graph, v); }
   // The root object's children (nodes).

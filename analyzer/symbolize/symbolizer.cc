@@ -2,6 +2,7 @@
 
 #include <pthread.h>
 
+#include <algorithm>
 #include <cinttypes>
 #include <condition_variable>
 #include <cstdio>
@@ -59,6 +60,7 @@ struct Symbolizer::Impl {
     std::string display;
     enum class State { unresolved, ok, missing, mismatch } state = State::unresolved;
     ModuleFile* file = nullptr;
+    uint64_t unnamed = 0;  // distinct addresses looked up in it that no symbol or debug file names
   };
 
   explicit Impl(SymbolizerOptions o)
@@ -195,6 +197,7 @@ const Symbolized& Symbolizer::symbolize(uint32_t module, uint64_t runtime_pc,
       uint64_t addr = out.module_offset;
       if (is_return_address && addr > 0) --addr;  // inside the call instruction
       out.status = m.file->lookup(addr, out.frames);
+      if (out.frames.empty() || out.frames.back().function.empty()) ++m.unnamed;
       break;
     }
     case Impl::Module::State::mismatch:
@@ -238,7 +241,28 @@ std::string Symbolizer::describe(const Symbolized& s) const {
 
 std::vector<std::string> Symbolizer::warnings() const {
   impl_->settle();
-  return impl_->warnings;
+  std::vector<std::string> out = impl_->warnings;
+  // Modules whose frames print as module+offset: said once each, with how to get their symbols
+  // (most affected first; a stripped program's own frames, a distribution library without its
+  // debug package).
+  std::vector<const Impl::Module*> unnamed;
+  for (const auto& m : impl_->modules)
+    if (m.state == Impl::Module::State::ok && m.unnamed) unnamed.push_back(&m);
+  std::stable_sort(unnamed.begin(), unnamed.end(), [](auto* a, auto* b) { return a->unnamed > b->unnamed; });
+  std::string list;
+  size_t shown = 0;
+  for (const auto* m : unnamed) {
+    if (++shown > 5) break;
+    list += (list.empty() ? "" : ", ") + m->display + " (" + std::to_string(m->unnamed) + " address" +
+            (m->unnamed == 1 ? "" : "es") + ")";
+  }
+  if (unnamed.size() > 5) list += " and " + std::to_string(unnamed.size() - 5) + " more";
+  if (!list.empty())
+    out.push_back("frames without a function name, shown as module+offset: " + list +
+                  ". These modules are stripped and no debug file was found for them: install their debug "
+                  "symbols (Debian: the package's -dbgsym, from the debian-debug archive, or its -dbg package), or "
+                  "pass --debug-dir DIR with DIR/.build-id/xx/yyyy.debug files (debuginfod-find debuginfo FILE fetches one)");
+  return out;
 }
 
 SymbolizerOptions command_options(const std::vector<std::string>& debug_dirs) {

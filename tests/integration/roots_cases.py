@@ -102,6 +102,13 @@ def case_stripped(a):
           "it retains both structures: %d (%d)" % (want, data[0]["retained_bytes"]))
     check("no symbol" in data[0]["label"] and "roots_app_stripped+0x" in data[0]["label"],
           "named by module and offset, and says it has no symbol (%s)" % data[0]["label"])
+    # Frames without a name are said once, with the module and how to get its symbols (issue 31).
+    t = hj(a, "top-retainers", "--json", "-n", "5", path)
+    check(any("roots_app_stripped (" in n and "--debug-dir" in n for n in t["notes"]),
+          "top-retainers notes the stripped module and how to get its symbols (%s)" % t["notes"])
+    text = run([a.heapsnap, "top-retainers", "-n", "5", path]).stdout
+    check("note: frames without a function name, shown as module+offset: roots_app_stripped" in text,
+          "and says it in text too")
 
 
 def case_one_answer(a):

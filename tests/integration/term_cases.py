@@ -365,6 +365,8 @@ def case_install(a):
         check(os.path.isfile(os.path.join(prefix, f)), "%s installed" % f)
     heapsnap = os.path.join(prefix, "bin", "heapsnap")
     cap = os.path.join(a.workdir, "installed.hsnap")
+    if os.path.exists(cap):
+        os.unlink(cap)
     p = subprocess.run([heapsnap, "record", "-q", "-o", cap, "--", "/bin/ls", "/"], env=env, cwd=a.workdir,
                        stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     check(p.returncode == 0, "the installed heapsnap records, finding its shim in PREFIX/lib (%s)" % p.stderr.decode()[-300:])

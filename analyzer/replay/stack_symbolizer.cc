@@ -252,6 +252,16 @@ std::vector<DisplayFrame> StackSymbolizer::stack(const capture::StackTree &tree,
   tree.frames(leaf, &addrs);
   for (uint64_t a : addrs)
     for (const auto &f : frames_of(a)) out.push_back(f);
+  if (!addrs.empty() && addrs.back() == 0) truncated_stacks_.insert(leaf);
+  return out;
+}
+
+std::vector<std::string> StackSymbolizer::warnings() const {
+  std::vector<std::string> out = sym_.warnings();
+  if (!truncated_stacks_.empty())
+    out.push_back(std::to_string(truncated_stacks_.size()) + " stack" + (truncated_stacks_.size() == 1 ? " was" : "s were") +
+                  " cut at the recording's depth (heapsnap record --stack-depth, default 64): their outermost frames "
+                  "show as [truncated]; record with a larger --stack-depth to see them");
   return out;
 }
 

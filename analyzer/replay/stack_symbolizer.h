@@ -3,6 +3,7 @@
 #pragma once
 #include <cstdint>
 #include <string>
+#include <unordered_set>
 #include <unordered_map>
 #include <vector>
 
@@ -57,7 +58,9 @@ class StackSymbolizer {
   std::string stable_site(uint64_t address);
   // All display frames of a stack, innermost first.
   std::vector<DisplayFrame> stack(const capture::StackTree &tree, uint32_t leaf);
-  std::vector<std::string> warnings() const { return sym_.warnings(); }
+  // The symbolizer's notes (modules without symbols, build-id mismatches), and how many of the
+  // stacks shown were cut at the recording's depth ([truncated] frames).
+  std::vector<std::string> warnings() const;
 
   // --- Allocation sites ------------------------------------------------------------------------
   // An allocation's site is its first frame, walking outward from the allocation call (inlined
@@ -120,6 +123,7 @@ class StackSymbolizer {
   void watch(const capture::StackTree &tree, uint32_t first_node);
 
   symbolize::Symbolizer sym_;
+  std::unordered_set<uint32_t> truncated_stacks_;  // stacks shown whose outermost frame is the marker
   std::vector<Range> ranges_;  // sorted by start (when sorted_)
   bool sorted_ = true;
   std::vector<bool> prefetched_;  // per symbolizer handle

@@ -36,13 +36,13 @@ def run(cmd, **kw):
     return subprocess.run(cmd, capture_output=True, timeout=300, **kw)
 
 
-def record(a, name):
+def record(a, name, *extra):
     os.makedirs(a.workdir, exist_ok=True)
     out = os.path.join(a.workdir, name + ".hsnap")
     for f in os.listdir(a.workdir):
         if f.startswith(name + ".hsnap"):
             os.unlink(os.path.join(a.workdir, f))
-    r = run([a.heapsnap, "record", "-q", "-o", out, "--sample-bytes", "1", "--", a.target])
+    r = run([a.heapsnap, "record", "-q", "-o", out, "--sample-bytes", "1", *extra, "--", a.target])
     if r.returncode != 0:
         fail("record exited %d: %s" % (r.returncode, r.stderr.decode()))
     return out
@@ -131,6 +131,16 @@ def case_collapsed(a):
           "--by type: malloc's blocks under [type unknown] (%s)" % [f[:2] for f, _ in big])
     heapsnap(a, "export", "--format", "pprof", "--by", "type", "-o", os.path.join(a.workdir, "x.pb.gz"), cap, expect=2)
     print("ok: --by type with --format pprof is a usage error (pprof has a type label)")
+
+    # Stacks cut at the recording's depth: the outermost frame is [truncated], and stderr says why
+    # (issue 31).
+    short = record(a, "export-collapsed-depth2", "--stack-depth", "2")
+    r = run([a.heapsnap, "flamegraph", short])
+    cut = parse_collapsed(r.stdout.decode())
+    check(cut and all(frames[0] == "[truncated]" for frames, _ in cut),
+          "--stack-depth 2: every stack starts with [truncated] (%s)" % [f[:2] for f, _ in cut][:3])
+    check(b"were cut at the recording's depth" in r.stderr and b"--stack-depth" in r.stderr,
+          "and a note on stderr says what [truncated] is (%s)" % r.stderr.decode().strip())
 
     heapsnap(a, "flamegraph", "--metric", "bytes", cap, expect=2)
     print("ok: an unknown --metric is a usage error")

@@ -190,7 +190,8 @@ json leaks_json(const ReplayResult &r, StackSymbolizer &sym, const ReportOptions
 
 // --- snapshots -----------------------------------------------------------------------------------
 
-// The site table shared by every snapshot section: call-site address -> index.
+// The site table shared by every snapshot section: address (a call site, or the program frame a
+// sampled stack gives) -> index.
 struct SiteTable {
   std::unordered_map<uint64_t, uint32_t> index;
   json rows = json::array();
@@ -281,10 +282,15 @@ json snapshot_json(const snapshot::SnapshotInfo &info, snapshot::HeapSnapshot &s
 
   // Top retainers by object: one row per structure, as `top-retainers` lists them
   // (snapshot/top_rows.h); unreachable structures have a table of their own.
+  // A row's site is the program's frame of the block's sampled stack when it has one, as
+  // `top-retainers` names it (the call site alone is often the library's out-of-line code).
+  auto row_site = [&](uint32_t b) {
+    const uint32_t st = b < s.stack.size() ? s.stack[b] : 0;
+    return sites.of(sym.site_address(r.stacks, r.stacks.valid(st) ? st : 0, s.call_site[b]), sym);
+  };
   snapshot::RootChildren root_children;
   root_children.build(g);
-  const std::vector<snapshot::TopRow> top = snapshot::top_rows(
-      g, roots, root_children, [&](uint32_t b) { return uint32_t(sites.of(s.call_site[b], sym)); }, o.table_rows, false);
+  const std::vector<snapshot::TopRow> top = snapshot::top_rows(g, roots, root_children, row_site, o.table_rows, false);
   const size_t k = top.size();
   // Shortest paths from the roots (one breadth-first pass over the pointer graph serves every
   // row), as `heapsnap path` finds them.
@@ -320,7 +326,7 @@ json snapshot_json(const snapshot::SnapshotInfo &info, snapshot::HeapSnapshot &s
     for (size_t i = 0; i < chain.size(); ++i) {
       if (more && i == kHead) i += more;
       uint32_t b = ObjectGraph::block_of(chain[i]);
-      hops.push_back({{"address", hex(s.addr[b])}, {"site", sites.of(s.call_site[b], sym)}, {"size", s.size[b]}});
+      hops.push_back({{"address", hex(s.addr[b])}, {"site", row_site(b)}, {"size", s.size[b]}});
     }
     p["hops"] = hops;
     p["more"] = more;
@@ -350,7 +356,7 @@ json snapshot_json(const snapshot::SnapshotInfo &info, snapshot::HeapSnapshot &s
       row["type"] = types.type_of(b);
       row["type_from"] = types.how[types.group_of[b]];
     }
-    row["site"] = sites.of(s.call_site[b], sym);
+    row["site"] = row_site(b);
     row["shallow"] = s.size[b];
     row["retained"] = g.retained.bytes[v];
     row["retained_blocks"] = g.retained.count[v];

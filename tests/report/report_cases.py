@@ -286,6 +286,9 @@ def case_page(a):
           [o.get("address") or o["root"]["label"] for o in cli],
           "the report's retainer rows are top-retainers' rows (%s / %s)" %
           ([r.get("address") or r.get("root") for r in rows][:6], [o.get("address") or o["root"]["label"] for o in cli][:6]))
+    check(all(d["sites"][r["site"]]["label"] == o["site"] for r, o in zip(rows, cli) if r.get("address")),
+          "and each row's site is the one top-retainers names (%s)" %
+          [(d["sites"][r["site"]]["label"], o["site"]) for r, o in zip(rows, cli) if r.get("address")][:4])
     check(all(r["own"] <= r["retained"] for r in rows) and
           all(r["inside"] < i and rows[r["inside"]].get("site") != r.get("site") for i, r in enumerate(rows) if "inside" in r),
           "a row inside another is another structure (another site), listed after it")

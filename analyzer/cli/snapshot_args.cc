@@ -6,6 +6,10 @@
 
 namespace heapsnap::cli {
 
+// The names --snapshot takes besides an index (snapshot::trigger_name's).
+constexpr const char *kTriggerNames =
+    "peak, exit, before-destructors, growth, signal, periodic, heap-threshold, rss-threshold, client";
+
 void add_snapshot_args(CLI::App *cmd, SnapshotArgs &a, bool rows) {
   cmd->add_option("file", a.file, "capture file")->required();
   cmd->add_option_function<std::string>(
@@ -16,12 +20,12 @@ void add_snapshot_args(CLI::App *cmd, SnapshotArgs &a, bool rows) {
            else if (snapshot::trigger_from_name(v) >= 0)
              a.snapshot_trigger = v;
            else
-             throw CLI::ValidationError("--snapshot", "'" + v + "' is not a snapshot index or trigger (peak, exit, "
-                                        "before-destructors, growth, signal, periodic, heap-threshold, rss-threshold, client)");
+             throw CLI::ValidationError("--snapshot",
+                                        "'" + v + "' is not a snapshot index or trigger (" + kTriggerNames + ")");
          },
-         "snapshot index, or a trigger (peak, exit, before-destructors, growth, signal, periodic, heap-threshold, "
-         "rss-threshold, client): the last complete snapshot of that trigger (default: the last complete one taken; "
-         "see `heapsnap snapshots`)")
+         std::string("snapshot index, or a trigger (") + kTriggerNames +
+             "): the last complete snapshot of that trigger (default: the last complete one taken; see `heapsnap "
+             "snapshots`)")
       ->type_name("N|TRIGGER");
   cmd->add_flag("--json", a.json, "machine-readable output");
   cmd->add_flag("--bytes", a.raw_bytes, "print sizes as plain byte counts");
@@ -40,8 +44,9 @@ bool load_chosen_snapshot(const SnapshotArgs &a, snapshot::HeapSnapshot *out, co
   }
   int index = a.snapshot;
   if (index < 0) {
-    // The last taken, not the last in the file: at-peak and growth snapshots are appended at the
-    // end of the capture, after snapshots taken later (the exit one).
+    // The last taken, by time: at-peak and growth snapshots are written at the end of the capture
+    // (deferred), after the records of snapshots taken later, so neither file order nor index
+    // order is what is meant.
     auto list = snapshot::list_snapshots(*reader);
     const snapshot::SnapshotInfo *pick = nullptr;
     bool trigger_known = a.snapshot_trigger.empty();

@@ -517,9 +517,9 @@ json snapshot_json(const snapshot::SnapshotInfo &info, snapshot::HeapSnapshot &s
 }  // namespace
 
 // The complete snapshots the report analyses, at most `max`, evenly spread, in the order they were
-// taken (an at-peak or growth snapshot is appended to the capture at the end, so its index comes
-// after snapshots taken later). The at-peak snapshot is always one of them: the report's "at its
-// peak" finding and `peak` answer from it.
+// taken (by time: an at-peak or growth snapshot's records are written at the end of the capture,
+// after those of snapshots taken later). The at-peak snapshot is always one of them: the report's
+// "at its peak" finding and `peak` answer from it.
 std::vector<uint32_t> choose_snapshots(const std::vector<snapshot::SnapshotInfo> &list, size_t max) {
   std::vector<const snapshot::SnapshotInfo *> complete;
   const snapshot::SnapshotInfo *peak = nullptr;

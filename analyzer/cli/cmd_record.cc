@@ -669,7 +669,7 @@ void add_record_command(CLI::App &app, int *rc) {
           ->expected(0, 1);
   cmd->add_option("--snapshot-every", opts->snap_every, "heap snapshot every N seconds");
   cmd->add_option("--snapshot-heap-above", opts->snap_heap, "heap snapshot when the heap first exceeds SIZE (e.g. 2G)");
-  cmd->add_option("--snapshot-rss-above", opts->snap_rss, "heap snapshot when RSS first exceeds SIZE");
+  cmd->add_option("--snapshot-rss-above", opts->snap_rss, "heap snapshot when RSS first exceeds SIZE: seen at the next allocation's check (each 256 KiB of a thread's heap rise), or at the writer's 100 ms tick");
   CLI::Option *at_peak =
       cmd->add_option("--snapshot-at-peak", opts->snap_peak,
                       "a heap snapshot within PCT percent of the heap's maximum (--snapshot-at-peak=PCT, default 5): "

@@ -16,6 +16,11 @@
 //                 256 KiB) until the heap-threshold snapshot's child has forked (it writes its
 //                 .tmp file next to $HEAPSNAP_OUTPUT, seen by inotify; at most 60 s): a threshold of 1 MB is crossed by the
 //                 threads' sum, not by any one thread's fold (the writer's backstop).
+//   rss_burst     128 blocks of 1 MiB (each mapped on its own), written as they come, then freed
+//                 (unmapped): RSS rises by 128 MiB and falls back within about 100 ms.
+//   rss_mapped    RSS rises by 96 MiB in the program's own mapping, written, with no allocation,
+//                 held until the first snapshot's child has forked (as threads_threshold; prints
+//                 "snapshot started 1"), then unmapped.
 //   several_peaks three peaks of 40, 120 and 80 blocks of 250,000 bytes, each freed before the
 //                 next: the run's maximum is the second, 30,000,000 bytes.
 //   peak_at_exit  100 blocks of 250,000 bytes held by a global until the end: the maximum is at exit.
@@ -197,6 +202,21 @@ static int short_peak(void) {
   return 0;
 }
 
+// RSS rises by 128 MiB in about as many milliseconds, in 1 MiB blocks written as they come (mapped
+// each on its own: over the mmap threshold), then falls back as they are freed (unmapped): the
+// writer's ticks may see none of it.
+static int rss_burst(void) {
+  enum { kBlocks = 128, kBlock = 1 << 20 };
+  char *volatile p[kBlocks];
+  for (int i = 0; i < kBlocks; i++) {
+    p[i] = malloc(kBlock);
+    memset(p[i], 0x5a, kBlock);
+  }
+  for (int i = 0; i < kBlocks; i++) free(p[i]);
+  usleep(300000);
+  return 0;
+}
+
 static pthread_barrier_t g_barrier;
 
 static void *peak_worker(void *arg) {
@@ -246,16 +266,39 @@ static int wait_written(int fd, const char *name) {
   return 0;
 }
 
-static int threads_threshold(void) {
+// An inotify descriptor watching the directory of $HEAPSNAP_OUTPUT, and the name of the first
+// snapshot's .tmp file in it; -1 if there is no output path or no inotify.
+static int watch_first_snapshot(char (*name)[4200]) {
   const char *out = getenv("HEAPSNAP_OUTPUT");
-  if (!out) return 2;
-  char dir[4200], name[4200];
+  if (!out) return -1;
+  char dir[4200];
   snprintf(dir, sizeof(dir), "%s", out);
   char *slash = strrchr(dir, '/');
-  snprintf(name, sizeof(name), "%s.snapshot-0.tmp", slash ? slash + 1 : out);
+  snprintf(*name, sizeof(*name), "%s.snapshot-0.tmp", slash ? slash + 1 : out);
   if (slash) *slash = 0; else snprintf(dir, sizeof(dir), ".");
   int fd = inotify_init1(IN_CLOEXEC);
-  if (fd < 0 || inotify_add_watch(fd, dir, IN_MODIFY) < 0) return 3;
+  if (fd < 0 || inotify_add_watch(fd, dir, IN_MODIFY) < 0) return -1;
+  return fd;
+}
+
+static int rss_mapped(void) {
+  char name[4200];
+  int fd = watch_first_snapshot(&name);
+  if (fd < 0) return 3;
+  size_t len = (size_t)96 << 20;
+  char *m = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (m == MAP_FAILED) return 4;
+  memset(m, 0x5a, len);
+  int seen = wait_written(fd, name);
+  munmap(m, len);
+  printf("snapshot started %d\n", seen);
+  return 0;
+}
+
+static int threads_threshold(void) {
+  char name[4200];
+  int fd = watch_first_snapshot(&name);
+  if (fd < 0) return 3;
   pthread_t t[8];
   pthread_barrier_init(&g_barrier, NULL, 9);
   for (int i = 0; i < 8; i++) pthread_create(&t[i], NULL, threshold_worker, NULL);
@@ -378,6 +421,8 @@ int main(int argc, char **argv) {
   if (!strcmp(m, "peak")) return peak();
   if (!strcmp(m, "peak_threads")) return peak_threads();
   if (!strcmp(m, "short_peak")) return short_peak();
+  if (!strcmp(m, "rss_burst")) return rss_burst();
+  if (!strcmp(m, "rss_mapped")) return rss_mapped();
   if (!strcmp(m, "several_peaks")) return several_peaks();
   if (!strcmp(m, "slow_growth")) return slow_growth();
   if (!strcmp(m, "peak_at_exit")) return peak_at_exit();

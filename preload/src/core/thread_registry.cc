@@ -5,6 +5,7 @@
 #include <sys/resource.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <cstring>
 #include <new>
 
@@ -139,6 +140,29 @@ static void heap_alarm(ThreadLocal &t, int64_t now, int64_t candidate, bool may_
   t.fold_at = kHeapBias + (room < 1 ? 1 : room > kFoldBytes ? kFoldBytes : room);
 }
 
+// The RSS alarm, at a fold. The process's maximum RSS never falls and is at least the current
+// one, so while it is under the level the current one is too: one system call, no file read. Past
+// it (the RSS crossed, or the maximum is an earlier image's: execve keeps it), statm says what
+// the RSS is now, at most once a jiffy (the coarse clock), so a maximum that stays over the level
+// costs a read per 4 ms at most.
+__attribute__((noinline)) static void rss_alarm(uint64_t level) {
+  const int saved = errno;
+  rusage ru;
+  if (getrusage(RUSAGE_SELF, &ru) == 0 && uint64_t(ru.ru_maxrss) * 1024 >= level) {
+    const uint64_t now = coarse_rel_ns() | 1;
+    uint64_t last = g_totals.rss_alarm_read_ns.load(std::memory_order_relaxed);
+    if (last != now && g_totals.rss_alarm_read_ns.compare_exchange_strong(last, now, std::memory_order_relaxed)) {
+      const uint64_t rss = read_rss();
+      if (rss >= level && g_totals.rss_alarm.compare_exchange_strong(level, 0, std::memory_order_relaxed)) {
+        g_totals.rss_alarm_rss.store(rss, std::memory_order_relaxed);
+        g_totals.rss_alarm_time.store(now, std::memory_order_release);
+        outbox_poke_writer();  // the writer takes the snapshot now, not at its next tick
+      }
+    }
+  }
+  errno = saved;
+}
+
 void fold_heap(ThreadLocal &t, bool may_wait) {
   // The maximum goes back first, then the delta (release): read_totals, reading the delta, the
   // maximum, then the delta again, never sees a reset delta with the old maximum, which would
@@ -153,6 +177,8 @@ void fold_heap(ThreadLocal &t, bool may_wait) {
   // since this thread's last fold, and since the last read_totals if that did not see it: now is
   // its latest possible time.)
   raise_peak(candidate, coarse_rel_ns());
+  if (uint64_t level = g_totals.rss_alarm.load(std::memory_order_relaxed); HS_UNLIKELY(level != 0) && candidate > before)
+    rss_alarm(level);
 }
 
 void registry_lock() { pthread_mutex_lock(&g_registry_mutex); }

@@ -52,6 +52,15 @@ struct GlobalTotals {
   // --snapshot-at-peak, the thread that set the alarm off waits for it (heap_alarm).
   std::atomic<uint32_t> heap_alarm_served{0};
   bool heap_alarm_waits = false;  // set once at start-up
+  // The RSS alarm (--snapshot-rss-above): the resident bytes that set it off (0: none, or gone
+  // off). Checked at each fold (every kFoldBytes of a thread's heap rise), where the process's
+  // maximum RSS (one getrusage) says whether the current one (statm) is worth reading; the
+  // writer's tick stays the backstop for RSS that grows without allocating. When it went off
+  // (coarse_rel_ns() | 1; 0: not yet) and the RSS it read then (written before the time).
+  std::atomic<uint64_t> rss_alarm{0};
+  std::atomic<uint64_t> rss_alarm_time{0};
+  std::atomic<uint64_t> rss_alarm_rss{0};
+  std::atomic<uint64_t> rss_alarm_read_ns{0};  // the last statm read (at most one a jiffy)
 };
 extern GlobalTotals g_totals HS_HIDDEN;
 

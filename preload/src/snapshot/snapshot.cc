@@ -52,6 +52,11 @@ int64_t g_heap_seen_bytes = 0;
 // at what figure (0: not crossed).
 uint64_t g_heap_crossed_ns = 0;
 int64_t g_heap_crossed_bytes = 0;
+// --snapshot-rss-above's crossing: seen at a fold by the RSS alarm (crossed), or by the writer's
+// own read of RSS at a tick (seen: RSS that grew without an allocation to fold). When (0: not
+// yet) and at what RSS.
+uint64_t g_rss_crossed_ns = 0, g_rss_crossed_bytes = 0;
+bool g_rss_by_writer = false;
 
 // --snapshot-at-peak. Each time the heap passes the kept snapshot's heap by the percentage (from
 // kPeakFloor up), the thread whose allocation crossed waits while the writer forks a child that
@@ -495,6 +500,8 @@ bool finish(bool block) {
 
 }  // namespace
 
+static void arm_rss_alarm();
+
 void init() {
   if (!config.snapshots) return;
   regs::init();
@@ -507,6 +514,7 @@ void init() {
   g_totals.heap_alarm_waits = config.snapshot_peak_pct != 0 || config.snapshot_growth_bytes || config.snapshot_growth_pct;
   g_growth.configure(config.snapshot_growth_bytes, config.snapshot_growth_pct, config.snapshot_max);
   rearm();
+  arm_rss_alarm();
 }
 
 bool enabled() { return config.snapshots; }
@@ -551,7 +559,25 @@ void set_writer_stack(uint64_t lo, uint64_t hi) {
 }
 
 static bool start_heap_threshold();
+static bool start_rss_threshold();
 static void start_triggered(uint64_t heap_bytes, uint64_t rss_bytes);
+
+// Whether the RSS-threshold snapshot is due: the alarm's crossing (at the fold of an allocation),
+// else the writer's own reading at this tick (rss_bytes; 0: none).
+static bool rss_threshold_due(uint64_t rss_bytes, uint64_t now) {
+  if (!g_rss_crossed_ns) {
+    if (uint64_t crossed = g_totals.rss_alarm_time.load(std::memory_order_acquire)) {
+      g_rss_crossed_ns = crossed & ~uint64_t(1) ? crossed & ~uint64_t(1) : 1;
+      g_rss_crossed_bytes = g_totals.rss_alarm_rss.load(std::memory_order_relaxed);
+    } else if (rss_bytes >= config.snapshot_rss_above) {
+      g_totals.rss_alarm.store(0, std::memory_order_relaxed);  // (a fold's crossing now would say nothing new)
+      g_rss_crossed_ns = now ? now : 1;
+      g_rss_crossed_bytes = rss_bytes;
+      g_rss_by_writer = true;
+    }
+  }
+  return g_rss_crossed_ns != 0;
+}
 
 // Whether the heap-threshold snapshot is due at this tick. The alarm (set at the fold that crossed
 // the threshold) is exact; the writer's own figure is only a backstop for several threads whose
@@ -602,9 +628,8 @@ static void start_triggered(uint64_t heap_bytes, uint64_t rss_bytes) {
     start(kPeriodic, "periodic");
   } else if (config.snapshot_heap_above && !g_heap_fired && heap_threshold_due(heap_bytes, now)) {
     g_heap_fired = start_heap_threshold();
-  } else if (config.snapshot_rss_above && !g_rss_fired && rss_bytes >= config.snapshot_rss_above) {
-    g_rss_fired = true;
-    start(kRss, "rss threshold");
+  } else if (config.snapshot_rss_above && !g_rss_fired && rss_threshold_due(rss_bytes, now)) {
+    g_rss_fired = start_rss_threshold();
   } else {
     maybe_start_growth(heap_bytes);
   }
@@ -640,6 +665,27 @@ static bool start_heap_threshold() {
   return start(kHeap, label);
 }
 
+// The RSS-threshold snapshot, labelled like the heap's: when RSS was seen over the threshold, by
+// whom, at what figure, and how long after it the snapshot was taken. False: not taken yet.
+static bool start_rss_threshold() {
+  char label[192];
+  const uint64_t now = now_rel_ns();
+  snprintf(label, sizeof(label), "rss threshold (%s %.1f ms with RSS at %llu B, taken %.2f ms later)",
+           g_rss_by_writer ? "seen by the writer at" : "crossed at", double(g_rss_crossed_ns) / 1e6,
+           (unsigned long long)g_rss_crossed_bytes,
+           now > g_rss_crossed_ns ? double(now - g_rss_crossed_ns) / 1e6 : 0.0);
+  return start(kRss, label);
+}
+
+// Arms the RSS alarm (at start, and afresh in a forked child).
+static void arm_rss_alarm() {
+  g_rss_fired = g_rss_by_writer = false;
+  g_rss_crossed_ns = g_rss_crossed_bytes = 0;
+  g_totals.rss_alarm_time.store(0, std::memory_order_relaxed);
+  g_totals.rss_alarm_read_ns.store(0, std::memory_order_relaxed);
+  g_totals.rss_alarm.store(config.snapshot_rss_above, std::memory_order_release);
+}
+
 void after_fork_child() {
   regs::set_writer_tid(0);  // the parent's writer; a writer of this process says so when it starts
   g_child = 0;
@@ -658,7 +704,10 @@ void after_fork_child() {
   g_growth.configure(config.snapshot_growth_bytes, config.snapshot_growth_pct, config.snapshot_max);
   g_growth_due = false;
   g_growth_taken = g_growth_failed = 0;
-  if (config.snapshots) rearm();
+  if (config.snapshots) {
+    rearm();
+    arm_rss_alarm();
+  }
   trigger::after_fork_child();
 }
 
@@ -682,6 +731,8 @@ void at_exit() {
   poll_alarm();
   if (config.snapshot_heap_above && !g_heap_fired && (g_heap_crossed_ns || g_heap_seen_ns) && start_heap_threshold())
     finish(true);
+  // Likewise RSS crossed at a fold since the writer's last tick.
+  if (config.snapshot_rss_above && !g_rss_fired && rss_threshold_due(0, 0) && start_rss_threshold()) finish(true);
   // An at-peak snapshot due (the heap rose past the level while a child was running), then the
   // kept one into the capture, before the exit snapshot.
   maybe_start_peak(0);

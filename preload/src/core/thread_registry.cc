@@ -131,7 +131,7 @@ static void heap_alarm(ThreadLocal &t, int64_t now, int64_t candidate, bool may_
       // the snapshot: the heap it holds is the one that crossed, not what came after (a program
       // that reaches its peak in a millisecond and frees it again). No lock of the tracer's is
       // held here (may_wait), and the handshake reads a thread asleep in a futex wait from outside.
-      if (may_wait && g_totals.heap_alarm_waits && writer_serves_alarms()) wait_alarm_served(served);
+      if (may_wait && g_totals.heap_alarm_waits.load(std::memory_order_relaxed) && writer_serves_alarms()) wait_alarm_served(served);
     }
     t.fold_at = kFoldBytes + kHeapBias;
     return;
@@ -161,6 +161,23 @@ __attribute__((noinline)) static void rss_alarm(uint64_t level) {
     }
   }
   errno = saved;
+}
+
+void before_fall_fold(ThreadLocal &t, uint64_t size) {
+  if (HS_LIKELY(!g_totals.fall_alarm.load(std::memory_order_relaxed))) return;
+  uint32_t armed = 1;
+  if (!g_totals.fall_alarm.compare_exchange_strong(armed, 0, std::memory_order_relaxed)) return;
+  // The free un-counted while the writer forks (the owner's counters: each update one store).
+  bump(t.counters.free_calls, uint64_t(-1));
+  bump(t.counters.bytes_freed, uint64_t(0) - size);
+  add_local(t.counters.heap_delta, int64_t(size));
+  const uint32_t served = g_totals.heap_alarm_served.load(std::memory_order_acquire);
+  g_totals.fall_alarm_time.store(coarse_rel_ns() | 1, std::memory_order_release);
+  outbox_poke_writer();
+  if (writer_serves_alarms()) wait_alarm_served(served);
+  bump(t.counters.free_calls, 1);
+  bump(t.counters.bytes_freed, size);
+  add_local(t.counters.heap_delta, -int64_t(size));
 }
 
 void fold_heap(ThreadLocal &t, bool may_wait) {

@@ -264,6 +264,11 @@ HS_INLINE bool count_free(ThreadLocal &t, uint64_t size) {
   bump(t.counters.bytes_freed, size);
   return sub_local_le_zero(t.counters.heap_delta, int64_t(size));
 }
+// The free of `size` that count_free just said folds a fall (a slow path: once per kFoldBytes of
+// a thread's fall): with the at-peak fall alarm armed, the snapshot is forked first, while the
+// block is still counted (and, the caller's part, still in the shadow): the heap at its highest
+// since the level was passed, less this thread's other unfolded frees (under kFoldBytes).
+void before_fall_fold(ThreadLocal &t, uint64_t size);
 HS_INLINE void account_alloc(ThreadLocal &t, uint64_t size) {
   if (HS_UNLIKELY(count_alloc(t, size))) fold_heap(t);
 }

@@ -51,7 +51,15 @@ struct GlobalTotals {
   // Bumped (and futex-woken) by the writer each time it has served an alarm: with
   // --snapshot-at-peak, the thread that set the alarm off waits for it (heap_alarm).
   std::atomic<uint32_t> heap_alarm_served{0};
-  bool heap_alarm_waits = false;  // set once at start-up
+  // Whether the thread that sets the alarm off waits: set with each level (rearm), true when the
+  // crossing itself forks a snapshot (a growth step, an at-peak level below the fall alarm's).
+  std::atomic<bool> heap_alarm_waits{false};
+  // The at-peak fall alarm (--snapshot-at-peak, heaps over the level where a fall of kFoldBytes is
+  // within the percentage): 1 while armed, set by the writer once the heap passed the next at-peak
+  // level; the first free that folds a fall takes it (0), and waits while the writer forks the
+  // snapshot, its block still counted and in the shadow. When (coarse_rel_ns() | 1; 0: not yet).
+  std::atomic<uint32_t> fall_alarm{0};
+  std::atomic<uint64_t> fall_alarm_time{0};
   // The RSS alarm (--snapshot-rss-above): the resident bytes that set it off (0: none, or gone
   // off). Checked at each fold (every kFoldBytes of a thread's heap rise), where the process's
   // maximum RSS (one getrusage) says whether the current one (statm) is worth reading; the

@@ -69,11 +69,12 @@ HS_INLINE void on_free(void *p) {
     return;
   }
   size_t size = shadow::requested_size(p, v, usable::shadow_base(p));
-  // Cleared before the real free: once freed, another thread may get this address and mark it.
-  shadow::clear(p, s, v);
   if (HS_UNLIKELY(t.guard) || HS_UNLIKELY(!t.state && !ensure_thread(t))) {
     // Nested in the tracer (a signal handler, a thread past its exit handler), or a thread that
     // cannot be registered: count globally.
+    // (The shadow is cleared before the real free: once freed, another thread may get this
+    // address and mark it.)
+    shadow::clear(p, s, v);
     g_totals.free_calls.fetch_add(1, std::memory_order_relaxed);
     g_totals.bytes_freed.fetch_add(size, std::memory_order_relaxed);
     g_totals.heap.fetch_sub(int64_t(size), std::memory_order_relaxed);
@@ -81,7 +82,10 @@ HS_INLINE void on_free(void *p) {
   }
   // (A thread that never allocated registers on its first free: ensure_thread above. Its
   // counters were never summed into the totals before, and its frees were lost.)
-  account_free(t, size);
+  const bool fold = count_free(t, size);
+  if (HS_UNLIKELY(fold)) before_fall_fold(t, size);  // (an at-peak snapshot sees the block)
+  shadow::clear(p, s, v);
+  if (HS_UNLIKELY(fold)) fold_heap(t);
   if (HS_UNLIKELY(v & shadow::kSampledBit)) record_free(t, p);
 }
 
@@ -117,8 +121,10 @@ HS_INLINE int free_fast(ThreadLocal &t, void *p) {
   // 1..126: a tracked block, not sampled, slack in the byte itself.
   if (HS_UNLIKELY(uint8_t(v - 1) >= 126)) return kFastSlow;
   size_t size = usable::glibc_shadow_base(p) - v;
+  // A fall to fold leaves the shadow to free_fold (an at-peak snapshot forked first sees the block).
+  if (HS_UNLIKELY(count_free(t, size))) return kFastFold;
   shadow::set(s, 0);  // before the real free: once freed, another thread may get this address and mark it
-  return HS_UNLIKELY(count_free(t, size)) ? kFastFold : kFastDone;
+  return kFastDone;
 }
 
 HS_NOINLINE void *alloc_slow(void *p, size_t n, uint8_t fn, uintptr_t ra) {
@@ -136,8 +142,13 @@ HS_NOINLINE void free_slow(void *p) {
   real::fn.free(p);
 }
 
+// free_fast's block (tracked, unsampled, its size in its shadow byte) whose free folds a fall.
 HS_NOINLINE void free_fold(void *p) {
-  fold_heap(t_local);
+  ThreadLocal &t = t_local;
+  uint8_t *s = shadow::find_fast(p);
+  before_fall_fold(t, usable::glibc_shadow_base(p) - shadow::get(s));
+  shadow::set(s, 0);
+  fold_heap(t);
   real::fn.free(p);
 }
 

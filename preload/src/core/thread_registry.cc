@@ -118,7 +118,11 @@ __attribute__((noinline)) static void wait_alarm_served(uint32_t served) {
 }
 
 static void heap_alarm(ThreadLocal &t, int64_t now, int64_t candidate, bool may_wait) {
-  const int64_t alarm = g_totals.heap_alarm.load(std::memory_order_relaxed);
+  // Whether to wait goes with the level (rearm stores it first): read with it, not after the
+  // crossing, by when the writer may have served this crossing and set the flag for the next level
+  // (a growth snapshot forked 25 MB past its step, 2 runs in 6).
+  const int64_t alarm = g_totals.heap_alarm.load(std::memory_order_acquire);
+  const bool waits = g_totals.heap_alarm_waits.load(std::memory_order_relaxed);
   if (candidate >= alarm) {
     uint64_t expected = 0;
     const uint32_t served = g_totals.heap_alarm_served.load(std::memory_order_acquire);
@@ -131,13 +135,13 @@ static void heap_alarm(ThreadLocal &t, int64_t now, int64_t candidate, bool may_
       // the snapshot: the heap it holds is the one that crossed, not what came after (a program
       // that reaches its peak in a millisecond and frees it again). No lock of the tracer's is
       // held here (may_wait), and the handshake reads a thread asleep in a futex wait from outside.
-      if (may_wait && g_totals.heap_alarm_waits.load(std::memory_order_relaxed) && writer_serves_alarms()) wait_alarm_served(served);
+      if (may_wait && waits && writer_serves_alarms()) wait_alarm_served(served);
     }
-    t.fold_at = kFoldBytes + kHeapBias;
     return;
   }
-  const int64_t room = alarm - now;
-  t.fold_at = kHeapBias + (room < 1 ? 1 : room > kFoldBytes ? kFoldBytes : room);
+  // (t.fold_at is the bias plus the fold room: the rise to the alarm when that is less.)
+  const int64_t room = alarm - now, bias = t.heap_bias;
+  if (room < bias) t.fold_at = bias + (room < 1 ? 1 : room);
 }
 
 // The RSS alarm, at a fold. The process's maximum RSS never falls and is at least the current
@@ -180,13 +184,19 @@ void before_fall_fold(ThreadLocal &t, uint64_t size) {
   add_local(t.counters.heap_delta, -int64_t(size));
 }
 
+static_assert(kFoldBytes == 256 * 1024, "GlobalTotals::fold_room starts at kFoldBytes");
+
 void fold_heap(ThreadLocal &t, bool may_wait) {
   // The maximum goes back first, then the delta (release): read_totals, reading the delta, the
   // maximum, then the delta again, never sees a reset delta with the old maximum, which would
-  // count the folded rise twice (once in the heap, once as an excursion).
-  int64_t max = t.heap_delta_max - kHeapBias;
-  __atomic_store_n(&t.heap_delta_max, kHeapBias, __ATOMIC_RELEASE);
-  int64_t d = __atomic_exchange_n(&t.counters.heap_delta, kHeapBias, __ATOMIC_ACQ_REL) - kHeapBias;
+  // count the folded rise twice (once in the heap, once as an excursion). Both go back to the fold
+  // room as it is now (the next fall of that much folds), and the next rise of that much folds.
+  const int64_t bias = t.heap_bias, room = g_totals.fold_room.load(std::memory_order_relaxed);
+  int64_t max = t.heap_delta_max - bias;
+  __atomic_store_n(&t.heap_delta_max, room, __ATOMIC_RELEASE);
+  int64_t d = __atomic_exchange_n(&t.counters.heap_delta, room, __ATOMIC_ACQ_REL) - bias;
+  t.heap_bias = room;
+  t.fold_at = room + room;
   int64_t before = g_totals.heap.fetch_add(d, std::memory_order_relaxed);
   int64_t candidate = before + (max > d ? max : d);
   if (HS_UNLIKELY(g_totals.heap_alarm.load(std::memory_order_relaxed) != INT64_MAX)) heap_alarm(t, before + d, candidate, may_wait);

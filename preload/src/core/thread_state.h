@@ -155,6 +155,9 @@ struct ThreadLocal {
   // when the global heap is within kFoldBytes of a heap alarm (--snapshot-heap-above), so that
   // the fold that crosses it is the allocation that does (fold_heap, heap_alarm).
   int64_t fold_at;
+  // The bias of heap_delta and heap_delta_max since the last fold: the fold room then (a fall of
+  // this much folds; g_totals.fold_room), kHeapBias unless --snapshot-at-peak narrowed it.
+  int64_t heap_bias;
   ThreadState *state;
   Counters counters;
 };
@@ -164,6 +167,7 @@ constexpr ThreadLocal initial_thread_local() {
   ThreadLocal t{};
   t.heap_delta_max = kHeapBias;
   t.fold_at = kFoldBytes + kHeapBias;
+  t.heap_bias = kHeapBias;
   t.counters.heap_delta = kHeapBias;
   t.unregistered = 1;
   return t;

@@ -54,10 +54,14 @@ struct GlobalTotals {
   // Whether the thread that sets the alarm off waits: set with each level (rearm), true when the
   // crossing itself forks a snapshot (a growth step, an at-peak level below the fall alarm's).
   std::atomic<bool> heap_alarm_waits{false};
-  // The at-peak fall alarm (--snapshot-at-peak, heaps over the level where a fall of kFoldBytes is
-  // within the percentage): 1 while armed, set by the writer once the heap passed the next at-peak
-  // level; the first free that folds a fall takes it (0), and waits while the writer forks the
-  // snapshot, its block still counted and in the shadow. When (coarse_rel_ns() | 1; 0: not yet).
+  // How far a thread's heap moves, up or down, between its folds: kFoldBytes, or less with
+  // --snapshot-at-peak, where the writer sets it from the next level (rearm), so that a snapshot
+  // forked at a fold is within the percentage of the heap's highest point.
+  std::atomic<int64_t> fold_room{256 * 1024};  // (kFoldBytes: thread_registry.cc checks)
+  // The at-peak fall alarm (--snapshot-at-peak): 1 while armed, set by the writer once the heap
+  // passed the next at-peak level; the first free that folds a fall takes it (0), and waits while
+  // the writer forks the snapshot, its block still counted and in the shadow. When
+  // (coarse_rel_ns() | 1; 0: not yet).
   std::atomic<uint32_t> fall_alarm{0};
   std::atomic<uint64_t> fall_alarm_time{0};
   // The RSS alarm (--snapshot-rss-above): the resident bytes that set it off (0: none, or gone

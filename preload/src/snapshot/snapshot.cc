@@ -7,6 +7,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstdarg>
 #include <cstdio>
@@ -70,17 +71,23 @@ bool g_rss_by_writer = false;
 constexpr int64_t kPeakFloor = 256 << 10;
 int64_t g_peak_next = kPeakFloor;  // the heap whose crossing forks the next one
 bool g_peak_due = false;           // crossed, not yet forked
-// Forking at every level on the way up costs a fork and the copy of every page the program writes
-// after it, for each 5% of rise: about 20 times the cost of one fork at the peak (py, 76 forks:
-// 2.61x its native wall time). Where 2 x kFoldBytes is within the percentage of the level, the
-// crossing arms the fall alarm instead, and the snapshot is forked at the first free that folds a
-// fall (before it counts): once per peak, at the top of it less under 2 x kFoldBytes (the thread's
-// rise since its last fold, under kFoldBytes, then its fall of kFoldBytes from there). Below that
-// level (small heaps, cheap forks), every crossing forks. (Frees that fold a fall are the trigger:
-// a heap that falls by realloc alone, or by threads that end, is taken at the end, or at the next
-// free that folds.)
+// Forking at every level on the way up cost a fork, and the copy of the pages the program wrote
+// while each child lived, for each 5% of rise (py: 76 forks). Instead the crossing arms the fall
+// alarm, and the snapshot is forked at the first free that folds a fall (before it counts): once
+// per peak, at the top of it less at most a rise and a fall of the fold room per thread, which the
+// writer keeps within the percentage of the level (peak_fold_room). (Frees that fold a fall are
+// the trigger: a heap that falls by realloc alone, or by threads that end, is taken at the end, or
+// at the next free that folds.)
 bool g_peak_armed = false;
-bool peak_forks_at_fall(int64_t level) { return level / 100 * int64_t(config.snapshot_peak_pct) >= 2 * kFoldBytes; }
+
+// The fold room for the at-peak level: with T threads, 2 x T x the room within the percentage of
+// the level; at least 4 KiB (a thread folds once per 4 KiB its heap moves, at most) and at most
+// kFoldBytes.
+int64_t peak_fold_room(int64_t level) {
+  const int64_t threads = std::max<int64_t>(1, g_totals.most_live_threads.load(std::memory_order_relaxed));
+  const int64_t room = level / 100 * int64_t(config.snapshot_peak_pct) / (2 * threads);
+  return std::clamp<int64_t>(room, 4096, kFoldBytes);
+}
 struct Frozen {
   pid_t pid = 0;
   int go_fd = -1;       // a byte written here: scan now
@@ -232,14 +239,16 @@ bool start(int trigger, const char *label) {
   uint64_t when = now_rel_ns();
   static char peak_label[256];
   if (trigger == kPeak) {
-    // With several threads the alarm sees the heap at the threads' folds: each thread's last
-    // kFoldBytes may be unseen, so the bound is the percentage of what the folds showed.
+    // With several threads the alarm sees the heap at the threads' folds: each thread's last rise
+    // and fall of the fold room may be unseen, so the bound is the percentage of what the folds
+    // showed.
     uint32_t threads = g_totals.most_live_threads.load(std::memory_order_relaxed);
     if (threads > 1)
       snprintf(peak_label, sizeof(peak_label),
                "at peak (the heap at %lld B, within %u%% of the highest the threads' folds showed, itself within %u x %lld B "
                "of the true one; %u taken before it)",
-               (long long)t.heap, config.snapshot_peak_pct, threads, (long long)kFoldBytes, g_peak_taken);
+               (long long)t.heap, config.snapshot_peak_pct, threads,
+               (long long)(2 * g_totals.fold_room.load(std::memory_order_relaxed)), g_peak_taken);
     else
       snprintf(peak_label, sizeof(peak_label), "at peak (the heap at %lld B, within %u%% of the run's highest; %u taken before it)",
                (long long)t.heap, config.snapshot_peak_pct, g_peak_taken);
@@ -327,15 +336,14 @@ int64_t wanted_alarm() {
 
 // Sets the alarm afresh: the crossing time first (a fold that sees the new level must be able to
 // set it), then the level.
-// The thread whose allocation crosses a level that forks (a growth step, an at-peak level below
-// the fall alarm's) waits until its snapshot is forked: the snapshot is of that moment. Other
-// crossings do not wait: arming the fall alarm forks nothing, and waiting for the writer at each
-// level cost py (bench workload, native 1.2 s) about 0.7 s: 2.6 s with the waits, 1.9 s without.
+// The thread whose allocation crosses a growth step waits until its snapshot is forked: the
+// snapshot is of that moment. Other crossings do not wait: arming the fall alarm forks nothing,
+// and waiting for the writer at each at-peak level cost py (bench workload, native 1.2 s) about
+// 0.7 s: 2.6 s with the waits, 1.9 s without.
 void rearm() {
   const int64_t level = wanted_alarm();
-  const bool forks = (g_growth.enabled() && !g_growth_due && g_growth.next_level() == level) ||
-                     (config.snapshot_peak_pct && !g_peak_due && !g_peak_armed && g_peak_next == level &&
-                      !peak_forks_at_fall(level));
+  const bool forks = g_growth.enabled() && !g_growth_due && g_growth.next_level() == level;
+  if (config.snapshot_peak_pct) g_totals.fold_room.store(peak_fold_room(g_peak_next), std::memory_order_relaxed);
   g_totals.heap_alarm_time.store(0, std::memory_order_release);
   g_totals.heap_alarm_waits.store(forks, std::memory_order_relaxed);
   g_totals.heap_alarm.store(level, std::memory_order_release);
@@ -344,13 +352,8 @@ void rearm() {
 // The writer's look at the alarm: a crossing becomes the triggers' due flags, and the alarm is set
 // for the levels still waiting. (A fold that went off just as the writer re-armed may store "off"
 // after the new level: put right here, at the next look.)
-// The at-peak level passed: the fork is now due, or (a heap where a fall of kFoldBytes is within
-// the percentage) the fall alarm armed.
+// The at-peak level passed: the fall alarm armed.
 void peak_level_passed() {
-  if (!peak_forks_at_fall(g_peak_next)) {
-    g_peak_due = true;
-    return;
-  }
   g_peak_armed = true;
   g_totals.fall_alarm.store(1, std::memory_order_release);
 }

@@ -43,13 +43,14 @@ import bench_fastpath  # noqa: E402 (beside this file)
 TCMALLOC = "/usr/lib/x86_64-linux-gnu/libtcmalloc.so.4"
 PYTHON = "/usr/bin/python3"
 
-TOOLS = ["native", "hs", "hs-all", "hs-snap", "hs-peak", "heaptrack", "gperf", "massif"]
+TOOLS = ["native", "hs", "hs-all", "hs-snap", "hs-peak", "hs-growth", "heaptrack", "gperf", "massif"]
 TOOL_TITLE = {
     "native": "native",
     "hs": "heapsnap default",
     "hs-all": "heapsnap --sample-bytes 1",
     "hs-snap": "heapsnap --snapshot-at-exit",
     "hs-peak": "heapsnap --snapshot-at-peak",
+    "hs-growth": "heapsnap --snapshot-on-growth 10%",
     "heaptrack": "heaptrack",
     "gperf": "gperftools HEAPPROFILE",
     "massif": "massif",
@@ -155,7 +156,7 @@ class Bench:
         gxx.insert(i, "-frandom-seed=1")
         stress = os.path.join(w, "bin", "tests", "stress_threads")
         micro_n, micro_slow = self.size["micro_pairs"], self.size["micro_pairs_slow"]
-        hs_modes = ["hs", "hs-all", "hs-snap", "hs-peak"]
+        hs_modes = ["hs", "hs-all", "hs-snap", "hs-peak", "hs-growth"]
         self.workloads = [
             Workload("py", "PYTHONMALLOC=malloc python3 (dict/list/str/json/regex)",
                      [PYTHON, os.path.join(bench, "py_workload.py")] +
@@ -203,7 +204,7 @@ class Bench:
             pass
         elif tool.startswith("hs"):
             opts = {"hs": [], "hs-all": ["--sample-bytes", "1"], "hs-snap": ["--snapshot-at-exit"],
-                    "hs-peak": ["--snapshot-at-peak"]}[tool]
+                    "hs-peak": ["--snapshot-at-peak"], "hs-growth": ["--snapshot-on-growth", "10%"]}[tool]
             argv = [self.heapsnap, "record", "-q", "-f", "-o", cap + ".hsnap"] + opts + ["--"] + argv
             env["HEAPSNAP_PRELOAD"] = self.shim
         elif tool == "heaptrack":
@@ -218,7 +219,7 @@ class Bench:
 
     def timeout_for(self, wl, tool):
         est = wl.native_estimate or 5.0
-        factor = {"native": 10, "hs": 20, "hs-all": 40, "hs-snap": 20, "hs-peak": 20, "heaptrack": 40,
+        factor = {"native": 10, "hs": 20, "hs-all": 40, "hs-snap": 20, "hs-peak": 20, "hs-growth": 20, "heaptrack": 40,
                   "gperf": 400, "massif": 250}[tool]
         return max(60.0, factor * est) * self.args.timeout_scale
 
@@ -282,6 +283,8 @@ class Bench:
             r["note"] = "gperftools cut its heap dump at 1 MiB: stack list incomplete"
         if r["ok"] and tool == "hs-peak":
             self.at_peak_figures(os.path.join(rundir, "capture.hsnap"), r)
+        if r["ok"] and tool == "hs-growth":
+            self.growth_figures(os.path.join(rundir, "capture.hsnap"), r)
         if r["ok"] and tool != "native" and wl.check != "micro" and not self.args.no_analysis:
             self.analyze(wl, tool, files, rundir, r)
         if not self.args.keep:
@@ -385,6 +388,17 @@ class Bench:
             g = re.search(r"at-peak snapshot .*\((\d+) taken, (\d+) failed\)", m.get("text", ""))
             if g:
                 r["peak_taken"], r["peak_failed"] = int(g.group(1)), int(g.group(2))
+
+    def growth_figures(self, cap, r):
+        """--snapshot-on-growth: how many growth snapshots were taken and kept (the shim's marker)."""
+        p = subprocess.run([self.heapsnap, "timeline", "--json", cap], stdout=subprocess.PIPE,
+                           stderr=subprocess.DEVNULL, text=True)
+        if p.returncode == 0:
+            r["growth_kept"] = r["growth_taken"] = r["growth_failed"] = 0  # (no marker: none taken)
+        for m in (json.loads(p.stdout) if p.returncode == 0 else {}).get("markers", []):
+            g = re.search(r"growth snapshots: (\d+) kept of (\d+) taken \((\d+) failed", m.get("text", ""))
+            if g:
+                r["growth_kept"], r["growth_taken"], r["growth_failed"] = (int(x) for x in g.groups())
 
     def analyze(self, wl, tool, files, rundir, r):
         if not files:
@@ -735,7 +749,7 @@ class Bench:
             L.append("## At-peak snapshots (issue 30)")
             L.append("")
             L.append("`heapsnap record --snapshot-at-peak` (5%): the kept snapshot's heap against the run's exact "
-                     "maximum, and how many frozen children were forked to get it (one per 5% level crossed).")
+                     "maximum, and how many frozen children were forked to get it (one each time the heap, past 5% above the kept one, first falls by the fold room).")
             L.append("")
             L.append("| workload | round | peak | snapshot | of the peak | forked | wall × native |")
             L.append("|---|---|---|---|---|---|---|")
@@ -746,6 +760,22 @@ class Bench:
                 L.append("| %s | %d | %.2f MB | %s | %s | %s | %s |" % (
                     r["workload"], r["round"], r["peak_bytes"] / 1e6, ("%.2f MB" % (snap / 1e6)) if snap else "none",
                     ("%.1f%%" % (100.0 * snap / r["peak_bytes"])) if snap else "-", r.get("peak_taken", "-"), ratio))
+            L.append("")
+        growth_runs = [r for r in self.results if r["tool"] == "hs-growth" and r["ok"]]
+        if growth_runs:
+            L.append("## Growth snapshots (issue 30)")
+            L.append("")
+            L.append("`heapsnap record --snapshot-on-growth 10%` (at most 10 kept, the default --max-snapshots, thinned evenly): how many "
+                     "snapshots were taken and kept, and what they cost.")
+            L.append("")
+            L.append("| workload | round | taken | kept | capture | wall × native |")
+            L.append("|---|---|---|---|---|---|")
+            for r in growth_runs:
+                nat = [x["wall"] for x in self.results if x["workload"] == r["workload"] and x["tool"] == "native" and x["ok"]]
+                ratio = ("%.2f" % (r["wall"] / statistics.median(nat))) if nat else "-"
+                L.append("| %s | %d | %s | %s | %.2f MB | %s |" % (
+                    r["workload"], r["round"], r.get("growth_taken", "-"), r.get("growth_kept", "-"),
+                    (r.get("capture_bytes") or 0) / 1e6, ratio))
             L.append("")
         return "\n".join(L)
 

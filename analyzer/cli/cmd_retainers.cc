@@ -448,12 +448,22 @@ int run_path(const PathArgs &a) {
           break;
         }
       h["next_at_offset"] = off;
+      // The field, by the block's type: a member of the program's class (DWARF), a container
+      // node's link or value, an element's index.
+      const std::string &type = c.typer().type_of(b);
+      const std::string field = type.empty() ? "" : c.roots.layouts.field_at(type, off);
+      if (!type.empty()) h["type"] = type;
+      if (!field.empty()) h["next_in_field"] = field;
       if (!a.json)
-        printf("  -> %s (%s) %s, field +%u ->\n", hex(c.snap.addr[b]).c_str(), c.szc(double(c.snap.size[b])).c_str(),
-               c.site_label(b).c_str(), off);
-    } else if (!a.json) {
-      printf("  -> %s (%s) %s  [target]\n", hex(c.snap.addr[b]).c_str(), c.szc(double(c.snap.size[b])).c_str(),
-             c.site_label(b).c_str());
+        printf("  -> %s (%s) %s%s, field +%u%s ->\n", hex(c.snap.addr[b]).c_str(), c.szc(double(c.snap.size[b])).c_str(),
+               type.empty() ? "" : (type + " ").c_str(), c.site_label(b).c_str(), off,
+               field.empty() ? "" : (" (" + field + ")").c_str());
+    } else {
+      const std::string &type = c.typer().type_of(b);
+      if (!type.empty()) h["type"] = type;
+      if (!a.json)
+        printf("  -> %s (%s) %s%s  [target]\n", hex(c.snap.addr[b]).c_str(), c.szc(double(c.snap.size[b])).c_str(),
+               type.empty() ? "" : (type + " ").c_str(), c.site_label(b).c_str());
     }
     hops.push_back(h);
   }

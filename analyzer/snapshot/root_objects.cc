@@ -79,7 +79,7 @@ size_t RootObjects::memory_bytes() const {
   size_t b = object_of_word.capacity() * 4 + objects.capacity() * sizeof(RootObject);
   for (const auto &o : objects)
     b += o.name.capacity() + o.type.capacity() + o.file.capacity() + o.module.capacity() + o.thread_name.capacity();
-  return b;
+  return b + layouts.memory_bytes();
 }
 
 RootObjects root_objects(const HeapSnapshot &s, const std::vector<RootModule> &modules,
@@ -171,6 +171,7 @@ RootObjects root_objects(const HeapSnapshot &s, const std::vector<RootModule> &m
       out.object_of_word[k] = rest;
     }
   }
+  for (auto &[path, syms] : files) out.layouts.merge(syms->take_layouts());
   return out;
 }
 

@@ -48,6 +48,9 @@ struct RootObjects {
   std::vector<RootObject> objects;
   // Per root word (index into HeapSnapshot::root_target): the object holding it.
   std::vector<uint32_t> object_of_word;
+  // The member layouts of the classes the modules read for their variables define (DWARF): to
+  // name the field that holds each pointer of a path.
+  symbolize::TypeLayouts layouts;
   size_t memory_bytes() const;
 };
 

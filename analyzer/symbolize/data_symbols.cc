@@ -11,6 +11,7 @@
 #include <cerrno>
 #include <cstring>
 #include <unordered_map>
+#include <unordered_set>
 
 #include "symbolize/debug_file_locator.h"
 #include "symbolize/demangle.h"
@@ -49,6 +50,53 @@ class DwarfVariables {
   };
 
   explicit DwarfVariables(Dwarf* dw) : dw_(dw) {}
+
+  // The member layouts of the classes seen by read() that are not templates (type_layouts.h).
+  TypeLayouts layouts() {
+    TypeLayouts out;
+    for (const auto& [name, off] : classes_) {
+      Dwarf_Die die, m;
+      Dwarf_Word size = 0;
+      if (dwarf_offdie(dw_, off, &die) == nullptr || dwarf_aggregate_size(&die, &size) != 0) continue;
+      std::vector<TypeMember> members;
+      if (dwarf_child(&die, &m) == 0) do {
+          const int tag = dwarf_tag(&m);
+          if (tag != DW_TAG_member && tag != DW_TAG_inheritance) continue;
+          Dwarf_Attribute at;
+          Dwarf_Word where = 0;
+          if (dwarf_attr(&m, DW_AT_data_member_location, &at) != nullptr) {
+            if (dwarf_formudata(&at, &where) != 0) continue;  // (a location expression: virtual bases)
+          } else if (dwarf_tag(&die) != DW_TAG_union_type || dwarf_hasattr(&m, DW_AT_external)) {
+            continue;  // a static member, or a bit field without a byte offset
+          }
+          TypeMember tm;
+          tm.offset = where;
+          if (tag == DW_TAG_member) {
+            const char* n = dwarf_diename(&m);
+            tm.name = n ? n : "(anonymous)";
+          }
+          Dwarf_Die t;
+          if (dwarf_attr_integrate(&m, DW_AT_type, &at) != nullptr && dwarf_formref_die(&at, &t) != nullptr) {
+            for (int i = 0; i < 8; ++i) {  // through typedefs and qualifiers to the type itself
+              const int tt = dwarf_tag(&t);
+              if (tt != DW_TAG_typedef && tt != DW_TAG_const_type && tt != DW_TAG_volatile_type) break;
+              Dwarf_Attribute a2;
+              if (dwarf_attr_integrate(&t, DW_AT_type, &a2) == nullptr || dwarf_formref_die(&a2, &t) == nullptr) break;
+            }
+            Dwarf_Word msize = 0;
+            if (dwarf_aggregate_size(&t, &msize) == 0) tm.size = msize;
+            const int tt = dwarf_tag(&t);
+            if (tt == DW_TAG_structure_type || tt == DW_TAG_class_type || tt == DW_TAG_union_type) {
+              auto it = names_.find(dwarf_dieoffset(&t));
+              if (it != names_.end() && it->second.find('<') == std::string::npos) tm.type = it->second;
+            }
+          }
+          members.push_back(std::move(tm));
+        } while (dwarf_siblingof(&m, &m) == 0);
+      out.add(name, size, std::move(members));
+    }
+    return out;
+  }
 
   std::unordered_map<uint64_t, Var> read() {
     std::vector<std::pair<uint64_t, Dwarf_Off>> found;  // (address, variable DIE)
@@ -109,6 +157,11 @@ class DwarfVariables {
           const char* n = dwarf_diename(&it.die);
           std::string q = scope + (n ? n : tag == DW_TAG_namespace ? "(anonymous namespace)" : "(anonymous)");
           if (tag != DW_TAG_namespace) names_.emplace(dwarf_dieoffset(&it.die), q);
+          // A class's layout, once per name: not a template, not a declaration.
+          if ((tag == DW_TAG_structure_type || tag == DW_TAG_class_type || tag == DW_TAG_union_type) && n &&
+              q.find('<') == std::string::npos && !dwarf_hasattr(&it.die, DW_AT_declaration) &&
+              dwarf_hasattr(&it.die, DW_AT_byte_size) && class_names_.insert(q).second)
+            classes_.emplace_back(q, dwarf_dieoffset(&it.die));
           if (tag != DW_TAG_typedef && tag != DW_TAG_base_type) {
             scope = q + "::";
             inner = scope.size();
@@ -191,6 +244,8 @@ class DwarfVariables {
 
   Dwarf* dw_;
   std::unordered_map<Dwarf_Off, std::string> names_;  // qualified names of the types seen
+  std::unordered_set<std::string> class_names_;       // the classes whose layouts are kept (by name)
+  std::vector<std::pair<std::string, Dwarf_Off>> classes_;
 };
 
 }  // namespace
@@ -265,7 +320,9 @@ DataSymbols::DataSymbols(const std::string& path, const std::string& expected_bu
   Dwarf* dw = opts.max_dwarf_bytes && !syms_.empty() ? dwfl_module_getdwarf(mod, &bias) : nullptr;
   if (dw != nullptr && debug_info_bytes(dw) <= opts.max_dwarf_bytes) {
     dwarf_ = true;
-    auto vars = DwarfVariables(dw).read();
+    DwarfVariables dv(dw);
+    auto vars = dv.read();
+    layouts_ = dv.layouts();
     for (auto& s : syms_) {
       auto it = vars.find(s.addr - bias);
       if (it == vars.end()) continue;

@@ -12,6 +12,8 @@
 #include <string>
 #include <vector>
 
+#include "symbolize/type_layouts.h"
+
 namespace heapsnap::symbolize {
 
 struct DataSymbol {
@@ -45,11 +47,14 @@ class DataSymbols {
   const DataSymbol* find(uint64_t addr) const;
   size_t size() const { return syms_.size(); }
   bool have_dwarf() const { return dwarf_; }
+  // The member layouts of the module's own classes (with its DWARF), moved out.
+  TypeLayouts take_layouts() { return std::move(layouts_); }
   const std::string& error() const { return error_; }
 
  private:
   std::vector<DataSymbol> syms_;  // by address, sized ones not overlapping
   bool dwarf_ = false;
+  TypeLayouts layouts_;
   std::string error_;
 };
 

@@ -86,6 +86,25 @@ def case_named(a):
           "top-retainers: g_sessions first, as one row (%s)" % top.get("label"))
     share = sum(o["share"] for o in t["objects"] if "inside_row" not in o)
     check(share <= 1.0 + 1e-9, "top-retainers: rows not inside another sum to at most 100%% (%.3f)" % share)
+    # Paths name the field of each hop (issue 29): the program's classes from DWARF, libstdc++'s
+    # node links and values, the bucket index.
+    blocks = hj(a, "snapshots", "--dump", "0", path)["block_list"]
+    buf = next(b["address"] for b in blocks if b["size"] == 1000)  # a Session's std::vector<char>
+    hops = hj(a, "path", "--json", path, buf)["hops"]
+    fields = [(h.get("type"), h.get("next_in_field")) for h in hops]
+    check(len(hops) >= 3 and fields[-2] == ("Session", "buffer") and
+          fields[-3] == ("std::map<int, std::unique_ptr<Session>> node", "value") and
+          all(f in ("parent", "left", "right") for _, f in fields[:-3]),
+          "path to a session's buffer: map nodes by their links, the node's value, the Session's buffer (%s)" % fields)
+    vec = next(b["address"] for b in blocks if b["size"] == 204)  # a cache entry's std::vector<int>
+    hops = hj(a, "path", "--json", path, vec)["hops"]
+    fields = [(h.get("type"), h.get("next_in_field")) for h in hops]
+    check(fields[0] == ("Cache", "entries") and fields[-2][1] == "value" and
+          any((f or "").startswith("bucket [") for _, f in fields),
+          "path to a cache entry's vector: Cache.entries, a bucket, the node's value (%s)" % fields)
+    text = run([a.heapsnap, "path", path, buf]).stdout
+    check("Session add_sessions() (roots_app.cc:70), field +40 (buffer) ->" in text,
+          "the text names the type and the field (%s)" % text)
     # The path from a map node: held by g_sessions.
     dump = hj(a, "top-retainers", "--json", "--by", "site", path)
     sites = [g for g in dump.get("groups", dump.get("sites", [])) if "add_sessions" in json.dumps(g)]

@@ -422,6 +422,17 @@ int run_path(const PathArgs &a) {
   std::string where = "+" + std::to_string(root_off);
   if (in_register) where += " " + std::string(snapshot::register_name(root_off));
   if (ro.what == snapshot::RootObject::kVariable && word != ro.start) where += ", " + ro.name + "+" + std::to_string(word - ro.start);
+  // A stack word: the function whose frame holds it (the physical frame: the last of its pc's
+  // inline chain), from the frames the snapshot stepped (RootRange::frame_of).
+  json frame_json;
+  if (int f = rr.kind == snapshot::kStack ? rr.frame_of(word) : -1; f >= 0) {
+    const auto &chain = c.sym->frames_of(f == 0 ? rr.frame_pc[0] + 1 : rr.frame_pc[f]);  // (a return address after frame 0)
+    if (!chain.empty()) {
+      const replay::DisplayFrame &fr = chain.back();
+      where += ", in the frame of " + fr.readable_label();
+      frame_json = {{"index", f}, {"function", fr.readable_function()}, {"label", fr.readable_label()}};
+    }
+  }
   if (!a.json)
     printf("%s (%u hops)\n  root: %s at %s (%s)\n",
            out_style(Style::kHeading, "path to " + hex(c.snap.addr[target])).c_str(), unsigned(chain.size()),
@@ -433,6 +444,7 @@ int run_path(const PathArgs &a) {
     out["root"]["offset_in_variable"] = word - ro.start;
   }
   if (in_register) out["root"]["register"] = snapshot::register_name(root_off);
+  if (!frame_json.is_null()) out["root"]["frame"] = frame_json;
   for (size_t i = 0; i < chain.size(); ++i) {
     uint32_t b = ObjectGraph::block_of(chain[i]);
     json h = c.site_json(b);

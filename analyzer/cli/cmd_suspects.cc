@@ -224,6 +224,14 @@ int run_roots(const SnapshotArgs &a) {
     uint32_t r = c.rep(v);
     if (r != v)
       printf("%33s -> %s\n", "", c.node_label(r).c_str());
+    // A thread: where it was (its innermost frames, outward).
+    std::vector<std::string> frames = c.stack_frames(c.root_of(v));
+    if (!frames.empty()) {
+      std::string line;
+      for (size_t i = 0; i < frames.size() && i < 4; ++i) line += (i ? " <- " : "") + frames[i];
+      if (frames.size() > 4) line += " <- ...";
+      printf("%33s in %s\n", "", line.c_str());
+    }
   }
   printf("\n%s held by several roots at once (no one of them alone) in %s %s", c.szc(double(shared)).c_str(),
          human_count(shared_blocks).c_str(), blocks_word(double(shared_blocks)));

@@ -225,6 +225,18 @@ struct Context {
     const std::string &type = typer().type_of(b);
     return (type.empty() ? "" : type + " ") + hex(snap.addr[b]) + " at " + site_label(b);
   }
+  // A thread's stack frames, innermost first, as the snapshot stepped them: each frame's function
+  // (the physical one: the last of its pc's inline chain); empty when its registers were not known.
+  std::vector<std::string> stack_frames(const snapshot::RootObject &o) const {
+    std::vector<std::string> out;
+    if (o.what != snapshot::RootObject::kThread) return out;
+    const auto &rr = snap.roots[o.range];
+    for (size_t i = 0; i < rr.frame_pc.size(); ++i) {
+      const auto &chain = sym->frames_of(i == 0 ? rr.frame_pc[0] + 1 : rr.frame_pc[i]);  // (return addresses after 0)
+      out.push_back(chain.empty() ? hex(rr.frame_pc[i]) : chain.back().readable_label());
+    }
+    return out;
+  }
   json root_json(uint32_t v) const {
     const auto &o = root_of(v);
     json j;
@@ -239,6 +251,7 @@ struct Context {
     if (o.what == snapshot::RootObject::kThread) {
       j["tid"] = o.tid;
       j["thread_name"] = o.thread_name;
+      j["frames"] = stack_frames(o);
     }
     j["address"] = hex(o.start);
     j["size"] = o.size;

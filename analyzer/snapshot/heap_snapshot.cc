@@ -26,6 +26,11 @@ int trigger_from_name(const std::string &name) {
   return -1;
 }
 
+int RootRange::frame_of(uint64_t addr) const {
+  auto it = std::upper_bound(frame_cfa.begin(), frame_cfa.end(), addr);
+  return it == frame_cfa.end() ? -1 : int(it - frame_cfa.begin());
+}
+
 const char *root_kind_name(int k) {
   switch (k) {
     case kGlobal: return "global";
@@ -303,7 +308,14 @@ bool load_snapshot(capture::CaptureReader &reader, uint32_t index, HeapSnapshot 
           return false;
         }
         RootRange range{RootKind(rt.kind() <= 4 ? rt.kind() : 4), rt.detail(), rt.start(), rt.length(), rt.name(),
-                        uint32_t(s.root_target.size()), uint32_t(rt.target_delta_size()), rt.thread_name()};
+                        uint32_t(s.root_target.size()), uint32_t(rt.target_delta_size()), rt.thread_name(), {}, {}};
+        // (Frames that do not go up the stack, or columns of unequal length, are dropped: they
+        // only name the functions of stack roots.)
+        if (rt.frame_cfa_size() == rt.frame_pc_size() && rt.frame_cfa_size() <= 4096 &&
+            std::is_sorted(rt.frame_cfa().begin(), rt.frame_cfa().end())) {
+          range.frame_cfa.assign(rt.frame_cfa().begin(), rt.frame_cfa().end());
+          range.frame_pc.assign(rt.frame_pc().begin(), rt.frame_pc().end());
+        }
         int64_t t = 0;
         uint64_t off = 0;
         int inter_at = 0;

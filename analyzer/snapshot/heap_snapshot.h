@@ -50,6 +50,12 @@ struct RootRange {
   std::string name;
   uint32_t first, count;    // into root_target / root_offset / root_interior
   std::string thread_name;  // stacks and registers: the thread's name at snapshot time ("" if not known)
+  // Stacks: the thread's frames, innermost first (SnapshotRoots.frame_cfa/frame_pc): frame i holds
+  // the words below frame_cfa[i] and runs the function at frame_pc[i] (exact for frame 0, a
+  // return address after it). Empty when the registers were not known.
+  std::vector<uint64_t> frame_cfa, frame_pc;
+  // The frame holding stack word `addr` (its index), or -1.
+  int frame_of(uint64_t addr) const;
 };
 
 // Columns of a snapshot's blocks, narrowed for 10^8-block snapshots: 4 bytes a block where a

@@ -23,6 +23,7 @@ biggest answers:
 usage: roots_cases.py CASE --heapsnap BIN --programs DIR --workdir DIR
 """
 import json
+import re
 import os
 import subprocess
 
@@ -76,6 +77,14 @@ def case_named(a):
           "the list is its thread's alone: %s" % [(r["name"], r["retained_bytes"]) for r in threads])
     check(holder[0].get("thread_name") == "list-keeper" and '"list-keeper"' in holder[0]["label"],
           "the thread is named as the program named it (%s)" % holder[0]["label"])
+    # Its frames, stepped by the snapshot from its registers (issue 29: the function whose frame
+    # holds a stack root): list_thread is among them, under the system call it waits in.
+    frames = holder[0].get("frames", [])
+    check(any(f.startswith("list_thread(") for f in frames[1:]),
+          "the thread's frames name list_thread below its innermost frame (%s)" % frames)
+    text = run([a.heapsnap, "roots", path]).stdout
+    check(re.search(r"\n +in .* <- list_thread\(void\*\) \(roots_app\.cc:\d+\)", text) is not None,
+          "roots prints where the thread was (%s)" % text)
     mains = [r for r in threads if r["name"].startswith("main thread")]
     check(len(mains) == 1 and mains[0].get("thread_name", "").startswith("roots_app"),
           "the main thread by the program's name (%s)" % [r["label"] for r in mains])

@@ -90,6 +90,7 @@ struct Child {
   uint64_t edges = 0, interior = 0, root_edges = 0, roots = 0, root_bytes = 0;
   const char *error = nullptr;
   struct TypeScan *types = nullptr;  // child_types.h
+  const regs::Result *regs = nullptr;  // the threads' registers (scan_roots): their stacks' frames
 };
 
 // What a mapping holds, for the root scan: nothing of the heap (a root); only blocks whose extent

@@ -15,6 +15,7 @@
 #include <cstring>
 
 #include "core/thread_state.h"
+#include "sampling/frame_rules.h"
 #include "snapshot/child_types.h"
 
 namespace hs::snapshot::child {
@@ -148,6 +149,46 @@ const char *thread_name(const Child &c, uint64_t tid, char (&out)[32]) {
   return out;
 }
 
+// The frames of thread `tid`'s stack, innermost first, stepped from its registers with
+// .eh_frame's rules (frame_rules.h, the walker the sampled stacks use): so that a root word of
+// the stack can be said to be in the frame of the function that holds it. Every read lies in
+// [sp, stack_end) (the child's copy of the stack); a frame without a rule, or one that does not
+// move up the stack, ends the walk. Writes SnapshotRoots fields 11 and 12 into the record of the
+// range [start, stack_end) that holds the stack pointer; nothing when the registers are not known.
+static void write_frames(Child &c, uint64_t tid, uint64_t start, uint64_t stack_end) {
+  if (!c.regs) return;
+  const regs::ThreadRegs *t = nullptr;
+  for (uint32_t i = 0; i < c.regs->n; ++i)
+    if (c.regs->threads[i].tid == tid && c.regs->threads[i].how != regs::kNone) t = &c.regs->threads[i];
+  if (!t || t->words[15] >= stack_end || t->words[15] + 256 < start) return;
+  constexpr int kMaxFrames = 128;
+  uint64_t sp = t->words[15], pc = t->words[16], bp = t->how == regs::kSignal ? t->words[10] : 0;
+  const uint64_t lo = sp;
+  wire::Buf cfas, pcs;
+  for (int i = 0; i < kMaxFrames && pc; ++i) {
+    frame_rules::Rule rule;
+    // (Frame 0's pc is the instruction interrupted; the others are return addresses, whose call
+    // is the byte before.)
+    if (!frame_rules::find(i == 0 ? pc : pc - 1, &rule)) break;
+    if (rule.base == frame_rules::kCfaFromBp && !bp) break;
+    const uint64_t cfa = (rule.base == frame_rules::kCfaFromBp ? bp : sp) + int64_t(rule.cfa_offset);
+    if (cfa <= sp || cfa < lo + 8 || cfa > stack_end) break;
+    cfas.varint(cfa);
+    pcs.varint(pc);
+    if (rule.flags & frame_rules::kOutermost) break;
+    if (rule.flags & frame_rules::kBpSaved) {
+      const uint64_t at = cfa + int64_t(rule.bp_offset);
+      if (at < lo || at + 8 > stack_end) break;
+      bp = *reinterpret_cast<const uint64_t *>(at);
+    }
+    pc = *reinterpret_cast<const uint64_t *>(cfa - 8);
+    sp = cfa;
+  }
+  if (!cfas.size()) return;
+  c.out.len(11, cfas.data(), cfas.size());
+  c.out.len(12, pcs.data(), pcs.size());
+}
+
 HS_POPCNT_CLONES void scan_root(Child &c, int kind, uint64_t detail, uint64_t start, uint64_t end, const char *name,
                                 bool always = false, bool glibc_arena_words = false) {
   start = (start + 7) & ~uint64_t(7);
@@ -206,6 +247,7 @@ HS_POPCNT_CLONES void scan_root(Child &c, int kind, uint64_t detail, uint64_t st
     char tn[32];
     if (thread_name(c, detail, tn)[0]) c.out.str(10, tn);
   }
+  if (kind == 1) write_frames(c, detail, start, end);
   wire::end_record(c.out, m);
   flush_frame(c, false);
 }
@@ -294,6 +336,7 @@ uint64_t module_image_end(const Mapping &m) {
 }
 
 void scan_roots(Child &c, const regs::Result &rr) {
+  c.regs = &rr;
   ThreadStackRange stacks[1024];
   size_t nstacks = thread_stacks(stacks, 1024);
   for (long i = 0; i < c.nmaps && !c.error; ++i) {

@@ -647,6 +647,8 @@ void writer_tick(uint64_t heap_bytes, uint64_t rss_bytes) {
   info::advise_hugepages();
   finish(false);
   const bool alarm = poll_alarm();
+  // The fold room follows the threads as they come (rearm sets it only when the level moves).
+  if (config.snapshot_peak_pct) g_totals.fold_room.store(peak_fold_room(g_peak_next), std::memory_order_relaxed);
   maybe_start_peak(heap_bytes);  // a frozen child, beside any other
   if (g_growth_due) {
     // At the crossing, as the thread that crossed waits: after the running child, if any (a heap

@@ -204,6 +204,9 @@ void fold_heap(ThreadLocal &t, bool may_wait) {
   // since this thread's last fold, and since the last read_totals if that did not see it: now is
   // its latest possible time.)
   raise_peak(candidate, coarse_rel_ns());
+  if (int64_t arm = g_totals.peak_arm_level.load(std::memory_order_relaxed); HS_UNLIKELY(candidate >= arm) &&
+      g_totals.peak_arm_level.compare_exchange_strong(arm, INT64_MAX, std::memory_order_relaxed))
+    g_totals.fall_alarm.store(1, std::memory_order_release);
   if (uint64_t level = g_totals.rss_alarm.load(std::memory_order_relaxed); HS_UNLIKELY(level != 0) && candidate > before)
     rss_alarm(level);
 }

@@ -63,6 +63,9 @@ struct GlobalTotals {
   // the writer forks the snapshot, its block still counted and in the shadow. When
   // (coarse_rel_ns() | 1; 0: not yet).
   std::atomic<uint32_t> fall_alarm{0};
+  // The at-peak level whose crossing arms the fall alarm, at the fold that crosses it (INT64_MAX:
+  // none): armed there, not by the writer later, which a peak of a few milliseconds may be over by.
+  std::atomic<int64_t> peak_arm_level{INT64_MAX};
   std::atomic<uint64_t> fall_alarm_time{0};
   // The RSS alarm (--snapshot-rss-above): the resident bytes that set it off (0: none, or gone
   // off). Checked at each fold (every kFoldBytes of a thread's heap rise), where the process's

@@ -345,6 +345,8 @@ void rearm() {
   const bool forks = g_growth.enabled() && !g_growth_due && g_growth.next_level() == level;
   if (config.snapshot_peak_pct) g_totals.fold_room.store(peak_fold_room(g_peak_next), std::memory_order_relaxed);
   g_totals.heap_alarm_time.store(0, std::memory_order_release);
+  g_totals.peak_arm_level.store(config.snapshot_peak_pct && !g_peak_due && !g_peak_armed ? g_peak_next : INT64_MAX,
+                                std::memory_order_relaxed);
   g_totals.heap_alarm_waits.store(forks, std::memory_order_relaxed);
   g_totals.heap_alarm.store(level, std::memory_order_release);
 }
@@ -684,7 +686,8 @@ static void start_triggered(uint64_t heap_bytes, uint64_t rss_bytes) {
 // at-peak snapshot is of now. Unless a free has just taken the alarm: poll_alarm makes that due.
 static void take_armed_peak() {
   uint32_t armed = 1;
-  if (!g_peak_armed || !g_totals.fall_alarm.compare_exchange_strong(armed, 0, std::memory_order_acq_rel)) return;
+  // (Armed by the writer, or by the fold that crossed the level: peak_arm_level.)
+  if (!g_totals.fall_alarm.compare_exchange_strong(armed, 0, std::memory_order_acq_rel)) return;
   g_peak_armed = false;
   g_peak_due = true;
 }
@@ -755,6 +758,7 @@ void after_fork_child() {
   g_heap_seen_ns = g_heap_crossed_ns = 0;
   g_peak_due = g_peak_armed = false;
   g_totals.fall_alarm.store(0, std::memory_order_relaxed);
+  g_totals.peak_arm_level.store(INT64_MAX, std::memory_order_relaxed);
   g_totals.fall_alarm_time.store(0, std::memory_order_relaxed);
   g_frozen.pid = g_frozen_old.pid = 0;  // the parent's children, not this process's
   g_frozen.go_fd = g_frozen_old.go_fd = -1;

@@ -180,50 +180,50 @@ int run_export(const ExportOpts &o) {
 }
 
 // The options every export shares, named as the replay commands name them.
-void add_common(CLI::App *cmd, ExportOpts &o) {
-  cmd->add_option("file", o.file, "capture file (.hsnap)")->required();
-  cmd->add_option("-o,--output", o.output, "write here instead of stdout");
-  cmd->add_option("--match", o.match, "only stacks with a frame whose function, file or module contains this text");
-  cmd->add_option("--debug-dir", o.debug_dirs, "directory with separate debug files (default /usr/lib/debug); repeatable");
+void add_common(Cmd cmd, ExportOpts &o) {
+  cmd.option("file", o.file, "capture file (.hsnap)").required();
+  cmd.option("-o,--output", o.output, "write here instead of stdout");
+  cmd.option("--match", o.match, "only stacks with a frame whose function, file or module contains this text");
+  cmd.option("--debug-dir", o.debug_dirs, "directory with separate debug files (default /usr/lib/debug); repeatable");
 }
 
 }  // namespace
 
-void add_export_commands(CLI::App &app, int *rc) {
+void add_export_commands(Cmd app, int *rc) {
   {
     auto o = std::make_shared<ExportOpts>();
-    CLI::App *cmd = app.add_subcommand("flamegraph", "Collapsed stacks for flamegraph.pl or speedscope.");
+    Cmd cmd = app.subcommand("flamegraph", "Collapsed stacks for flamegraph.pl or speedscope.");
     add_common(cmd, *o);
-    cmd->add_option("--metric", o->metric, "alloc-bytes (default), alloc-calls, leaked or peak");
-    cmd->add_option("--by", o->by, "stack (default), or type: each stack under a first frame naming its type")
-        ->check(CLI::IsMember({"stack", "type"}));
-    cmd->footer("One line per stack, outermost frame first: \"main;f;g 4096\".\n"
+    cmd.option("--metric", o->metric, "alloc-bytes (default), alloc-calls, leaked or peak");
+    cmd.option("--by", o->by, "stack (default), or type: each stack under a first frame naming its type")
+        .one_of({"stack", "type"});
+    cmd.footer("One line per stack, outermost frame first: \"main;f;g 4096\".\n"
                 "Examples:\n  heapsnap flamegraph app.hsnap | flamegraph.pl > app.svg\n"
                 "  heapsnap flamegraph --metric leaked -o leaks.folded app.hsnap   (open in speedscope)");
-    cmd->callback([o, rc] { *rc = run_collapsed(*o); });
+    cmd.callback([o, rc] { *rc = run_collapsed(*o); });
   }
   {
     auto o = std::make_shared<ExportOpts>();
-    CLI::App *cmd = app.add_subcommand("export", "The capture's allocation stacks in another tool's format.");
+    Cmd cmd = app.subcommand("export", "The capture's allocation stacks in another tool's format.");
     add_common(cmd, *o);
-    cmd->add_option("--format", o->format,
-                    "pprof (profile.proto, gzipped), collapsed (as `flamegraph`) or graph-json (a snapshot's object graph)")
-        ->required();
-    cmd->add_option("--snapshot", o->snapshot, "for graph-json: snapshot index (default: the last complete one)");
-    cmd->add_option("--interior", o->interior, "for graph-json: follow interior pointers, on (default) or off")
-        ->check(CLI::IsMember({"on", "off"}));
-    cmd->add_option("--metric", o->metric, "for --format collapsed: alloc-bytes (default), alloc-calls, leaked or peak");
-    cmd->add_option("--by", o->by, "for --format collapsed: stack (default), or type (a first frame naming each stack's type)")
-        ->check(CLI::IsMember({"stack", "type"}));
+    cmd.option("--format", o->format,
+               "pprof (profile.proto, gzipped), collapsed (as `flamegraph`) or graph-json (a snapshot's object graph)")
+        .required();
+    cmd.option("--snapshot", o->snapshot, "for graph-json: snapshot index (default: the last complete one)");
+    cmd.option("--interior", o->interior, "for graph-json: follow interior pointers, on (default) or off")
+        .one_of({"on", "off"});
+    cmd.option("--metric", o->metric, "for --format collapsed: alloc-bytes (default), alloc-calls, leaked or peak");
+    cmd.option("--by", o->by, "for --format collapsed: stack (default), or type (a first frame naming each stack's type)")
+        .one_of({"stack", "type"});
     add_site_options(cmd, o->sites);
-    cmd->footer("pprof sample types: alloc_objects, alloc_space (default), inuse_objects, inuse_space\n"
+    cmd.footer("pprof sample types: alloc_objects, alloc_space (default), inuse_objects, inuse_space\n"
                 "(inuse: not freed when the capture ended). Each sample whose frames name a type carries a label\n"
                 "type=... (`go tool pprof -tagroot type` splits by it, `-tagfocus type=...` keeps one).\n"
                 "graph-json: {\"nodes\": [{id, address, size, site, idom (-1: only the roots dominate it; null:\n"
                 "unreachable), retained}], \"edges\": [[from, to]], \"roots\": [ids held directly by a root]}.\n"
                 "Examples:\n  heapsnap export --format pprof -o app.pb.gz app.hsnap && go tool pprof -top app.pb.gz\n"
                 "  heapsnap export --format graph-json --snapshot 0 -o graph.json app.hsnap");
-    cmd->callback([o, rc] { *rc = run_export(*o); });
+    cmd.callback([o, rc] { *rc = run_export(*o); });
   }
 }
 

@@ -156,7 +156,7 @@ void say_written(const std::string &written, bool have, const struct stat &st,
   if (children.empty()) return;
   constexpr size_t kNamed = 8;
   std::string names;
-  for (size_t i = 0; i < children.size() && i < kNamed; ++i) names += " " + file_name(children[i].path);
+  for (size_t i = 0; i < children.size() && i < kNamed; ++i) names.append(" ").append(file_name(children[i].path));
   if (children.size() > kNamed) names += " ... (" + std::to_string(children.size() - kNamed) + " more)";
   fprintf(stderr, "heapsnap: %s %zu capture%s of processes it started:%s (`heapsnap summary FILE` says what each ran)\n",
           have ? "and" : "wrote", children.size(), children.size() == 1 ? "" : "s", names.c_str());
@@ -644,54 +644,54 @@ int split_record_command(int argc, char **argv) {
   return argc;
 }
 
-void add_record_command(CLI::App &app, int *rc) {
+void add_record_command(Cmd app, int *rc) {
   auto opts = std::make_shared<Options>();
-  CLI::App *cmd = app.add_subcommand(
+  Cmd cmd = app.subcommand(
       "record", "Run a program with the heapsnap shim preloaded and write a capture: heapsnap record [OPTIONS] -- PROGRAM [ARGS...]");
-  cmd->add_option("-o,--output", opts->output,
-                  "capture file; %p becomes the pid (default heapsnap.<program>.<pid>.hsnap)");
-  cmd->add_option("--sample-bytes", opts->sample_bytes,
-                  "mean bytes between sampled allocations (default 64K; 1 = every allocation with its stack)");
-  cmd->add_option("--stack-depth", opts->stack_depth, "maximum frames per stack (default 64)")
-      ->check(CLI::Range(1, 256));
-  cmd->add_flag("--no-follow", opts->no_follow, "do not trace programs this one execs");
-  cmd->add_option("--fork", opts->fork_mode,
-                  "forked children: follow (own capture file, name + .<pid>) or stop (untraced)");
-  cmd->add_flag("-f,--force", opts->force, "replace an existing output file");
-  cmd->add_flag("--snapshot-at-exit", opts->snap_exit,
-                "heap snapshot (every live block, roots, pointers) after the program's atexit handlers and static "
-                "destructors: what they left (leaks)");
-  cmd->add_flag("--snapshot-before-destructors", opts->snap_main,
-                "heap snapshot when main returns or the program calls exit(), before atexit handlers and static "
-                "destructors: the heap as main left it, globals and statics still alive (retention)");
-  CLI::Option *on_signal =
-      cmd->add_option("--snapshot-on-signal", opts->snap_signal, "heap snapshot when the program gets this signal (default USR2)")
-          ->expected(0, 1);
-  cmd->add_option("--snapshot-every", opts->snap_every, "heap snapshot every N seconds");
-  cmd->add_option("--snapshot-heap-above", opts->snap_heap, "heap snapshot when the heap first exceeds SIZE (e.g. 2G)");
-  cmd->add_option("--snapshot-rss-above", opts->snap_rss, "heap snapshot when RSS first exceeds SIZE: seen at the next allocation's check (each 256 KiB of a thread's heap rise), or at the writer's 100 ms tick");
-  CLI::Option *at_peak =
-      cmd->add_option("--snapshot-at-peak", opts->snap_peak,
-                      "a heap snapshot within PCT percent of the heap's maximum (--snapshot-at-peak=PCT, default 5): "
-                      "taken each time the heap passes the last one's by PCT (from 256 KiB), only the largest kept "
-                      "(not counted in --max-snapshots); peak and the snapshot queries use it")
-          ->expected(0, 1);
-  cmd->add_option("--snapshot-on-growth", opts->snap_growth,
-                  "a heap snapshot each time the heap has grown by PCT% or SIZE since the last one (e.g. 10%, 64M; "
-                  "a percentage counts from 1 MiB); at most --max-snapshots kept, thinned evenly (the step doubles), "
-                  "appended at the end: heapsnap diff FILE:FIRST FILE:LAST --by type shows what grew");
-  cmd->add_option("--max-snapshots", opts->snap_max, "at most N snapshots (default 10)");
-  cmd->add_flag("--snapshot-on-request", opts->snap_request,
-                "heap snapshots when the program calls heapsnap_snapshot() (preload/include/heapsnap.h)");
-  cmd->add_flag("--snapshot-contents", opts->snap_contents, "keep every block's bytes in snapshots");
-  cmd->add_option("--snapshot-registers", opts->snap_registers,
-                  "the signal that makes the program's other threads hand over their registers (roots) for a "
-                  "snapshot: RTMAX-N, RTMIN+N, a number, or off (default: the highest real-time signal from RTMAX-3 "
-                  "down that the program does not handle; threads asleep in a system call are never signalled)");
-  cmd->add_flag("-q,--quiet", opts->quiet, "say nothing on stderr");
+  cmd.option("-o,--output", opts->output,
+             "capture file; %p becomes the pid (default heapsnap.<program>.<pid>.hsnap)");
+  cmd.option("--sample-bytes", opts->sample_bytes,
+             "mean bytes between sampled allocations (default 64K; 1 = every allocation with its stack)");
+  cmd.option("--stack-depth", opts->stack_depth, "maximum frames per stack (default 64)")
+      .range(1, 256);
+  cmd.flag("--no-follow", opts->no_follow, "do not trace programs this one execs");
+  cmd.option("--fork", opts->fork_mode,
+             "forked children: follow (own capture file, name + .<pid>) or stop (untraced)");
+  cmd.flag("-f,--force", opts->force, "replace an existing output file");
+  cmd.flag("--snapshot-at-exit", opts->snap_exit,
+           "heap snapshot (every live block, roots, pointers) after the program's atexit handlers and static "
+           "destructors: what they left (leaks)");
+  cmd.flag("--snapshot-before-destructors", opts->snap_main,
+           "heap snapshot when main returns or the program calls exit(), before atexit handlers and static "
+           "destructors: the heap as main left it, globals and statics still alive (retention)");
+  Opt on_signal =
+      cmd.option("--snapshot-on-signal", opts->snap_signal, "heap snapshot when the program gets this signal (default USR2)")
+          .expected(0, 1);
+  cmd.option("--snapshot-every", opts->snap_every, "heap snapshot every N seconds");
+  cmd.option("--snapshot-heap-above", opts->snap_heap, "heap snapshot when the heap first exceeds SIZE (e.g. 2G)");
+  cmd.option("--snapshot-rss-above", opts->snap_rss, "heap snapshot when RSS first exceeds SIZE: seen at the next allocation's check (each 256 KiB of a thread's heap rise), or at the writer's 100 ms tick");
+  Opt at_peak =
+      cmd.option("--snapshot-at-peak", opts->snap_peak,
+                 "a heap snapshot within PCT percent of the heap's maximum (--snapshot-at-peak=PCT, default 5): "
+                 "taken each time the heap passes the last one's by PCT (from 256 KiB), only the largest kept "
+                 "(not counted in --max-snapshots); peak and the snapshot queries use it")
+          .expected(0, 1);
+  cmd.option("--snapshot-on-growth", opts->snap_growth,
+             "a heap snapshot each time the heap has grown by PCT% or SIZE since the last one (e.g. 10%, 64M; "
+             "a percentage counts from 1 MiB); at most --max-snapshots kept, thinned evenly (the step doubles), "
+             "appended at the end: heapsnap diff FILE:FIRST FILE:LAST --by type shows what grew");
+  cmd.option("--max-snapshots", opts->snap_max, "at most N snapshots (default 10)");
+  cmd.flag("--snapshot-on-request", opts->snap_request,
+           "heap snapshots when the program calls heapsnap_snapshot() (preload/include/heapsnap.h)");
+  cmd.flag("--snapshot-contents", opts->snap_contents, "keep every block's bytes in snapshots");
+  cmd.option("--snapshot-registers", opts->snap_registers,
+             "the signal that makes the program's other threads hand over their registers (roots) for a "
+             "snapshot: RTMAX-N, RTMIN+N, a number, or off (default: the highest real-time signal from RTMAX-3 "
+             "down that the program does not handle; threads asleep in a system call are never signalled)");
+  cmd.flag("-q,--quiet", opts->quiet, "say nothing on stderr");
   // The program and its arguments are split off by split_record_command() before CLI11 parses,
   // so that the program's own options and "--" reach it untouched.
-  cmd->footer(
+  cmd.footer(
       "Examples:\n"
       "  heapsnap record -o app.hsnap -- ./app arg1 arg2\n"
       "  heapsnap record --sample-bytes 1 -o all.hsnap -- python3 script.py\n"
@@ -707,9 +707,9 @@ void add_record_command(CLI::App &app, int *rc) {
       "those of them still running (a daemon) whose captures are still being written.\n"
       "The exit status is the program's (128+N if it was killed by signal N), or 3 if no capture at\n"
       "all was written (the message gives the program's own status).");
-  cmd->callback([opts, rc, on_signal, at_peak] {
-    if (on_signal->count() && opts->snap_signal.empty()) opts->snap_signal = "USR2";
-    if (at_peak->count() && opts->snap_peak.empty()) opts->snap_peak = "5";
+  cmd.callback([opts, rc, on_signal, at_peak] {
+    if (on_signal.count() && opts->snap_signal.empty()) opts->snap_signal = "USR2";
+    if (at_peak.count() && opts->snap_peak.empty()) opts->snap_peak = "5";
     opts->command = record_command();
     *rc = run(*opts);
   });

@@ -39,15 +39,15 @@ struct Common {
 };
 
 // stacks: the command lists stacks (rows, --match, --frames apply); timeline does not.
-void add_common(CLI::App *cmd, Common &c, bool stacks = true) {
-  cmd->add_option("file", c.file, "capture file (.hsnap)")->required();
-  if (stacks) cmd->add_option("-n,--limit", c.limit, "rows to show (default 20)");
-  cmd->add_flag("--json", c.json, "machine-readable output");
-  cmd->add_flag("--bytes", c.raw_bytes, "print sizes as plain byte counts");
+void add_common(Cmd cmd, Common &c, bool stacks = true) {
+  cmd.option("file", c.file, "capture file (.hsnap)").required();
+  if (stacks) cmd.option("-n,--limit", c.limit, "rows to show (default 20)");
+  cmd.flag("--json", c.json, "machine-readable output");
+  cmd.flag("--bytes", c.raw_bytes, "print sizes as plain byte counts");
   if (!stacks) return;
-  cmd->add_option("--match", c.match, "only stacks with a frame whose function, file or module contains this text");
-  cmd->add_option("--debug-dir", c.debug_dirs, "directory with separate debug files (default /usr/lib/debug); repeatable");
-  cmd->add_option("--frames", c.stack_frames, "frames to show per stack (default 8)");
+  cmd.option("--match", c.match, "only stacks with a frame whose function, file or module contains this text");
+  cmd.option("--debug-dir", c.debug_dirs, "directory with separate debug files (default /usr/lib/debug); repeatable");
+  cmd.option("--frames", c.stack_frames, "frames to show per stack (default 8)");
   add_site_options(cmd, c.sites);
 }
 
@@ -689,53 +689,53 @@ int run_timeline(const Common &o, size_t rows_wanted) {
 
 }  // namespace
 
-void add_replay_commands(CLI::App &app, int *rc) {
+void add_replay_commands(Cmd app, int *rc) {
   {
     auto o = std::make_shared<TopOpts>();
-    CLI::App *cmd = app.add_subcommand("top-allocators", "Allocation sites ranked by bytes, calls, bytes live at the peak, or bytes leaked.");
+    Cmd cmd = app.subcommand("top-allocators", "Allocation sites ranked by bytes, calls, bytes live at the peak, or bytes leaked.");
     add_common(cmd, *o);
-    cmd->add_option("--by", o->by, "bytes (default), calls, peak or leaked; type: rows are the types the allocations' frames name, by bytes")
-        ->check(CLI::IsMember({"bytes", "calls", "peak", "leaked", "type"}));
-    cmd->add_option("--stacks", o->stacks_per_site, "heaviest stacks shown per site (default 2)");
-    cmd->footer("A site is the allocation's first frame, walking outward (inlined frames count), that is the program's:\n"
+    cmd.option("--by", o->by, "bytes (default), calls, peak or leaked; type: rows are the types the allocations' frames name, by bytes")
+        .one_of({"bytes", "calls", "peak", "leaked", "type"});
+    cmd.option("--stacks", o->stacks_per_site, "heaviest stacks shown per site (default 2)");
+    cmd.footer("A site is the allocation's first frame, walking outward (inlined frames count), that is the program's:\n"
                 "not the C++ or C library's (std::, operator new, malloc, libstdc++.so, libc.so, /usr/include/c++/...),\n"
                 "nor one --hide-frames names; sampled allocations walk their whole stack, the others their call site's\n"
                 "inline chain. --all-frames: the innermost frame, as recorded. --json keeps it as site_innermost.\n"
                 "Examples:\n  heapsnap top-allocators app.hsnap -n 10\n  heapsnap top-allocators --by leaked --json app.hsnap\n"
                 "  heapsnap top-allocators --hide-frames 'xmalloc|xcalloc' app.hsnap");
-    cmd->callback([o, rc] { *rc = run_top(*o); });
+    cmd.callback([o, rc] { *rc = run_top(*o); });
   }
   {
     auto o = std::make_shared<Common>();
-    CLI::App *cmd = app.add_subcommand("leaks", "Blocks not freed at exit, grouped by allocation stack.");
+    Cmd cmd = app.subcommand("leaks", "Blocks not freed at exit, grouped by allocation stack.");
     add_common(cmd, *o);
-    cmd->add_option("--by", o->by, "stack (default) or type: one row per type the allocations' frames name")
-        ->check(CLI::IsMember({"stack", "type"}));
-    cmd->footer("The total is exact; sampled, its split by stack is estimated from the sampled blocks left (their\n"
+    cmd.option("--by", o->by, "stack (default) or type: one row per type the allocations' frames name")
+        .one_of({"stack", "type"});
+    cmd.footer("The total is exact; sampled, its split by stack is estimated from the sampled blocks left (their\n"
                 "unscaled estimate in --json: raw_bytes, raw_blocks). Every leak, exactly: record with --sample-bytes 1.\n"
                 "Example: heapsnap leaks --match mylib app.hsnap");
-    cmd->callback([o, rc] { *rc = run_live(*o, false); });
+    cmd.callback([o, rc] { *rc = run_live(*o, false); });
   }
   {
     auto o = std::make_shared<Common>();
-    CLI::App *cmd = app.add_subcommand("peak", "What was live when the heap was at its peak, grouped by allocation stack.");
+    Cmd cmd = app.subcommand("peak", "What was live when the heap was at its peak, grouped by allocation stack.");
     add_common(cmd, *o);
-    cmd->add_option("--by", o->by, "stack (default) or type: one row per type the allocations' frames name")
-        ->check(CLI::IsMember({"stack", "type"}));
-    cmd->footer("The peak is exact when one thread allocated; with several it is an estimate with bounds (summary gives the\n"
+    cmd.option("--by", o->by, "stack (default) or type: one row per type the allocations' frames name")
+        .one_of({"stack", "type"});
+    cmd.footer("The peak is exact when one thread allocated; with several it is an estimate with bounds (summary gives the\n"
                 "same). The blocks live then are sampled estimates, scaled into the peak's bounds, unless recorded with\n"
                 "--sample-bytes 1.\n"
                 "Examples:\n  heapsnap peak app.hsnap -n 5\n  heapsnap peak --match libfoo --json app.hsnap");
-    cmd->callback([o, rc] { *rc = run_live(*o, true); });
+    cmd.callback([o, rc] { *rc = run_live(*o, true); });
   }
   {
     auto o = std::make_shared<Common>();
     auto rows = std::make_shared<size_t>(30);
-    CLI::App *cmd = app.add_subcommand("timeline", "Heap and RSS over time, with markers and snapshots.");
+    Cmd cmd = app.subcommand("timeline", "Heap and RSS over time, with markers and snapshots.");
     add_common(cmd, *o, false);
-    cmd->add_option("--rows", *rows, "rows of the text chart (default 30)")->check(CLI::Range(size_t(1), size_t(1) << 20));
-    cmd->footer("Examples:\n  heapsnap timeline app.hsnap --rows 60\n  heapsnap timeline --json app.hsnap | jq '.points[-1]'");
-    cmd->callback([o, rows, rc] { *rc = run_timeline(*o, *rows); });
+    cmd.option("--rows", *rows, "rows of the text chart (default 30)").range(size_t(1), size_t(1) << 20);
+    cmd.footer("Examples:\n  heapsnap timeline app.hsnap --rows 60\n  heapsnap timeline --json app.hsnap | jq '.points[-1]'");
+    cmd.callback([o, rows, rc] { *rc = run_timeline(*o, *rows); });
   }
 }
 

@@ -94,27 +94,27 @@ int run_report(ReportArgs a) {
 
 }  // namespace
 
-void add_report_command(CLI::App &app, int *rc) {
+void add_report_command(Cmd app, int *rc) {
   auto a = std::make_shared<ReportArgs>();
   auto &o = a->opts;
-  CLI::App *cmd = app.add_subcommand(
+  Cmd cmd = app.subcommand(
       "report", "One self-contained HTML report: heap over time, flame graph, dominator tree, top allocators, leaks, retainers.");
-  cmd->add_option("file", o.file, "capture file (.hsnap)")->required();
-  cmd->add_option("-o,--output", a->output, "HTML file to write (default: the capture's name with .html; - for stdout)");
-  cmd->add_option("--title", o.title, "page title (default: the program's command line)");
-  cmd->add_option("-n,--limit", o.table_rows, "rows per table (default 50)");
-  cmd->add_option("--frames", o.stack_frames, "frames per stack in the tables (default 16)");
-  cmd->add_option("--max-flame-nodes", o.flame.max_nodes,
-                  "flame graph size budget: at most N nodes; smaller frames merge into [other] (default 10000)");
-  cmd->add_option("--max-tree-nodes", o.icicle.max_nodes, "dominator tree budget per snapshot: at most N nodes (default 2000)");
-  cmd->add_option("--tree-depth", o.icicle.max_depth, "dominator tree levels shown (default 12)");
-  cmd->add_option("--max-snapshots", o.max_snapshots, "snapshots analysed, evenly spread (default 10)");
-  cmd->add_option("--interior", a->interior, "follow interior pointers in snapshots: on (default) or off")
-      ->check(CLI::IsMember({"on", "off"}));
-  cmd->add_option("--debug-dir", o.debug_dirs, "directory with separate debug files (default /usr/lib/debug); repeatable");
-  cmd->add_flag("-q,--quiet", a->quiet, "say nothing on stderr but errors");
+  cmd.option("file", o.file, "capture file (.hsnap)").required();
+  cmd.option("-o,--output", a->output, "HTML file to write (default: the capture's name with .html; - for stdout)");
+  cmd.option("--title", o.title, "page title (default: the program's command line)");
+  cmd.option("-n,--limit", o.table_rows, "rows per table (default 50)");
+  cmd.option("--frames", o.stack_frames, "frames per stack in the tables (default 16)");
+  cmd.option("--max-flame-nodes", o.flame.max_nodes,
+             "flame graph size budget: at most N nodes; smaller frames merge into [other] (default 10000)");
+  cmd.option("--max-tree-nodes", o.icicle.max_nodes, "dominator tree budget per snapshot: at most N nodes (default 2000)");
+  cmd.option("--tree-depth", o.icicle.max_depth, "dominator tree levels shown (default 12)");
+  cmd.option("--max-snapshots", o.max_snapshots, "snapshots analysed, evenly spread (default 10)");
+  cmd.option("--interior", a->interior, "follow interior pointers in snapshots: on (default) or off")
+      .one_of({"on", "off"});
+  cmd.option("--debug-dir", o.debug_dirs, "directory with separate debug files (default /usr/lib/debug); repeatable");
+  cmd.flag("-q,--quiet", a->quiet, "say nothing on stderr but errors");
   add_site_options(cmd, a->sites);
-  cmd->footer(
+  cmd.footer(
       "The page needs no network: scripts, styles and data are inside the one file. Figures are\n"
       "aggregated before they are embedded (the size budget): the flame graph keeps the N nodes\n"
       "that matter most for any of its metrics, tables keep their top rows, the heap line at most\n"
@@ -123,7 +123,7 @@ void add_report_command(CLI::App &app, int *rc) {
       "  heapsnap report app.hsnap -o app.html\n"
       "  heapsnap record --snapshot-every 5 -o srv.hsnap -- ./server && heapsnap report srv.hsnap\n"
       "  heapsnap report --max-flame-nodes 50000 -n 200 big.hsnap -o big.html");
-  cmd->callback([a, rc] { *rc = run_report(*a); });
+  cmd.callback([a, rc] { *rc = run_report(*a); });
 }
 
 }  // namespace heapsnap::cli

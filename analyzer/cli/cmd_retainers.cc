@@ -489,73 +489,73 @@ int run_path(const PathArgs &a) {
 
 using namespace retainers;
 
-void add_retainer_commands(CLI::App &app, int *rc) {
+void add_retainer_commands(Cmd app, int *rc) {
   {
     auto a = std::make_shared<TopArgs>();
-    CLI::App *cmd = app.add_subcommand("top-retainers", "Objects (or allocation sites) that keep the most memory alive: retained vs shallow bytes.");
+    Cmd cmd = app.subcommand("top-retainers", "Objects (or allocation sites) that keep the most memory alive: retained vs shallow bytes.");
     add_snapshot_args(cmd, *a);
-    cmd->add_option("--by", a->by, "object (default), site, or type (as `heapsnap types`)")
-        ->check(CLI::IsMember({"object", "site", "type"}));
-    cmd->add_flag("--stats", a->stats, "print graph sizes, timings and memory per node on stderr");
-    cmd->add_option("--frames", a->frames, "stack frames per object (default 6)");
+    cmd.option("--by", a->by, "object (default), site, or type (as `heapsnap types`)")
+        .one_of({"object", "site", "type"});
+    cmd.flag("--stats", a->stats, "print graph sizes, timings and memory per node on stderr");
+    cmd.option("--frames", a->frames, "stack frames per object (default 6)");
     add_site_options(cmd, a->sites);
-    cmd->footer("Examples:\n  heapsnap top-retainers app.hsnap -n 10\n  heapsnap top-retainers --by site --json app.hsnap");
-    cmd->callback([a, rc] { *rc = run_top(*a); });
+    cmd.footer("Examples:\n  heapsnap top-retainers app.hsnap -n 10\n  heapsnap top-retainers --by site --json app.hsnap");
+    cmd.callback([a, rc] { *rc = run_top(*a); });
   }
   {
     auto a = std::make_shared<DomArgs>();
-    CLI::App *cmd = app.add_subcommand("dominators", "The dominator tree grouped by allocation site, level by level.");
+    Cmd cmd = app.subcommand("dominators", "The dominator tree grouped by allocation site, level by level.");
     add_snapshot_args(cmd, *a);
-    cmd->add_option("--depth", a->depth, "levels to expand (default 4)");
-    cmd->add_option("--min-bytes", a->min_bytes, "hide groups retaining less (e.g. 1M)");
-    cmd->add_option("--by", a->by, "site (default) or type: what makes a group")->check(CLI::IsMember({"site", "type"}));
+    cmd.option("--depth", a->depth, "levels to expand (default 4)");
+    cmd.option("--min-bytes", a->min_bytes, "hide groups retaining less (e.g. 1M)");
+    cmd.option("--by", a->by, "site (default) or type: what makes a group").one_of({"site", "type"});
     add_site_options(cmd, a->sites);
-    cmd->footer("Examples:\n  heapsnap dominators app.hsnap --depth 3 --min-bytes 1M\n  heapsnap dominators --snapshot 2 --json app.hsnap");
-    cmd->callback([a, rc] { *rc = run_dominators(*a); });
+    cmd.footer("Examples:\n  heapsnap dominators app.hsnap --depth 3 --min-bytes 1M\n  heapsnap dominators --snapshot 2 --json app.hsnap");
+    cmd.callback([a, rc] { *rc = run_dominators(*a); });
   }
   {
     auto a = std::make_shared<PathArgs>();
-    CLI::App *cmd = app.add_subcommand("path", "Shortest chain of pointers from a root to the block at ADDRESS.");
+    Cmd cmd = app.subcommand("path", "Shortest chain of pointers from a root to the block at ADDRESS.");
     add_snapshot_args(cmd, *a, false);
-    cmd->add_option("address", a->address, "an address inside the block (e.g. 0x55d0c2a8e2a0)")->required();
+    cmd.option("address", a->address, "an address inside the block (e.g. 0x55d0c2a8e2a0)").required();
     add_site_options(cmd, a->sites);
-    cmd->footer("Addresses come from top-retainers, suspects or export --format graph-json.\n"
+    cmd.footer("Addresses come from top-retainers, suspects or export --format graph-json.\n"
                 "Example: heapsnap path app.hsnap 0x55d0c2a8e2a0");
-    cmd->callback([a, rc] { *rc = run_path(*a); });
+    cmd.callback([a, rc] { *rc = run_path(*a); });
   }
   {
     auto a = std::make_shared<SnapshotArgs>();
-    CLI::App *cmd = app.add_subcommand("suspects", "Leak suspects, MAT-style: objects and sites retaining over 10% of the heap, where they accumulate, and unreachable memory.");
+    Cmd cmd = app.subcommand("suspects", "Leak suspects, MAT-style: objects and sites retaining over 10% of the heap, where they accumulate, and unreachable memory.");
     add_snapshot_args(cmd, *a, false);
     add_site_options(cmd, a->sites);
-    cmd->footer("Examples:\n  heapsnap suspects app.hsnap\n  heapsnap suspects --snapshot 0 --json app.hsnap");
-    cmd->callback([a, rc] { *rc = run_suspects(*a); });
+    cmd.footer("Examples:\n  heapsnap suspects app.hsnap\n  heapsnap suspects --snapshot 0 --json app.hsnap");
+    cmd.callback([a, rc] { *rc = run_suspects(*a); });
   }
   {
     auto a = std::make_shared<SnapshotArgs>();
-    CLI::App *cmd = app.add_subcommand("roots", "The roots as objects (global and static variables, thread stacks, registers) by the memory each keeps alive on its own.");
+    Cmd cmd = app.subcommand("roots", "The roots as objects (global and static variables, thread stacks, registers) by the memory each keeps alive on its own.");
     add_snapshot_args(cmd, *a);
     add_site_options(cmd, a->sites);
-    cmd->footer("A module's data words are split by its symbols (.symtab, else .dynsym): each variable is a root,\n"
+    cmd.footer("A module's data words are split by its symbols (.symtab, else .dynsym): each variable is a root,\n"
                 "with its type and source line when the module has DWARF; words in no symbol (a stripped module)\n"
                 "stay one root per mapping, named by module and offset.\n"
                 "Examples:\n  heapsnap roots app.hsnap\n  heapsnap roots --json -n 5 app.hsnap");
-    cmd->callback([a, rc] { *rc = run_roots(*a); });
+    cmd.callback([a, rc] { *rc = run_roots(*a); });
   }
   {
     auto d = std::make_shared<DiffArgs>();
-    CLI::App *cmd = app.add_subcommand("diff", "Heap growth by allocation site between two snapshots.");
-    cmd->add_option("before", d->a, "FILE[:INDEX] (default: the last complete snapshot)")->required();
-    cmd->add_option("after", d->b, "FILE[:INDEX]")->required();
-    cmd->add_flag("--json", d->json, "machine-readable output");
-    cmd->add_flag("--bytes", d->raw_bytes, "plain byte counts");
-    cmd->add_option("-n,--limit", d->limit, "rows (default 20)");
-    cmd->add_option("--by", d->by, "site (default) or type: what the rows are")->check(CLI::IsMember({"site", "type"}));
-    cmd->add_option("--debug-dir", d->debug_dirs, "directory with separate debug files");
+    Cmd cmd = app.subcommand("diff", "Heap growth by allocation site between two snapshots.");
+    cmd.option("before", d->a, "FILE[:INDEX] (default: the last complete snapshot)").required();
+    cmd.option("after", d->b, "FILE[:INDEX]").required();
+    cmd.flag("--json", d->json, "machine-readable output");
+    cmd.flag("--bytes", d->raw_bytes, "plain byte counts");
+    cmd.option("-n,--limit", d->limit, "rows (default 20)");
+    cmd.option("--by", d->by, "site (default) or type: what the rows are").one_of({"site", "type"});
+    cmd.option("--debug-dir", d->debug_dirs, "directory with separate debug files");
     add_site_options(cmd, d->sites);
-    cmd->footer("Sites are matched by module and offset, so two runs' captures diff too.\n"
+    cmd.footer("Sites are matched by module and offset, so two runs' captures diff too.\n"
                 "Examples:\n  heapsnap diff app.hsnap:0 app.hsnap:3\n  heapsnap diff before.hsnap after.hsnap");
-    cmd->callback([d, rc] { *rc = run_diff(*d); });
+    cmd.callback([d, rc] { *rc = run_diff(*d); });
   }
 }
 

@@ -67,7 +67,7 @@ int diff_by_type(const DiffArgs &d, const HeapSnapshot &x, const replay::ReplayR
     std::cout << out.dump(2) << "\n";
     return kExitOk;
   }
-  auto sz = [&](int64_t b) { return (b >= 0 ? "+" : "") + (d.raw_bytes ? std::to_string(b) : human_bytes(double(b))); };
+  auto sz = [&](int64_t b) { return std::string(b >= 0 ? "+" : "") + (d.raw_bytes ? std::to_string(b) : human_bytes(double(b))); };
   auto change = [&](int64_t b, int width) {
     return out_style(b > 0 ? Style::kGrowth : b < 0 ? Style::kShrink : Style::kSize, sz(b), width);
   };
@@ -194,7 +194,7 @@ int run_diff(const DiffArgs &d) {
     std::cout << out.dump(2) << "\n";
     return kExitOk;
   }
-  auto sz = [&](int64_t b) { return (b >= 0 ? "+" : "") + (d.raw_bytes ? std::to_string(b) : human_bytes(double(b))); };
+  auto sz = [&](int64_t b) { return std::string(b >= 0 ? "+" : "") + (d.raw_bytes ? std::to_string(b) : human_bytes(double(b))); };
   // Growth is what a diff is read for: it stands out; what shrank is green.
   auto change = [&](int64_t b, int width) {
     return out_style(b > 0 ? Style::kGrowth : b < 0 ? Style::kShrink : Style::kSize, sz(b), width);

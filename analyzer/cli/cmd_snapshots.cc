@@ -129,14 +129,14 @@ int run(const Options &o) {
 
 }  // namespace
 
-void add_snapshots_command(CLI::App &app, int *rc) {
+void add_snapshots_command(Cmd app, int *rc) {
   auto o = std::make_shared<Options>();
-  CLI::App *cmd = app.add_subcommand("snapshots", "List the heap snapshots in a capture (time, trigger, blocks, bytes, edges, pause).");
-  cmd->add_option("file", o->file, "capture file")->required();
-  cmd->add_flag("--json", o->json, "machine-readable output");
-  cmd->add_option("--dump", o->dump, "print snapshot K's blocks, edges and roots as JSON");
-  cmd->footer("Record snapshots with: heapsnap record --snapshot-at-exit | --snapshot-on-signal=USR2 | --snapshot-every N ...");
-  cmd->callback([o, rc] { *rc = run(*o); });
+  Cmd cmd = app.subcommand("snapshots", "List the heap snapshots in a capture (time, trigger, blocks, bytes, edges, pause).");
+  cmd.option("file", o->file, "capture file").required();
+  cmd.flag("--json", o->json, "machine-readable output");
+  cmd.option("--dump", o->dump, "print snapshot K's blocks, edges and roots as JSON");
+  cmd.footer("Record snapshots with: heapsnap record --snapshot-at-exit | --snapshot-on-signal=USR2 | --snapshot-every N ...");
+  cmd.callback([o, rc] { *rc = run(*o); });
 }
 
 }  // namespace heapsnap::cli

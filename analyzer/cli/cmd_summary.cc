@@ -145,14 +145,14 @@ int run(const Options &o) {
 
 }  // namespace
 
-void add_summary_command(CLI::App &app, int *rc) {
+void add_summary_command(Cmd app, int *rc) {
   auto opts = std::make_shared<Options>();
-  CLI::App *cmd = app.add_subcommand(
+  Cmd cmd = app.subcommand(
       "summary", "Program, duration, exact allocation totals, peak, sampling and integrity of a capture.");
-  cmd->add_option("file", opts->file, "capture file (.hsnap)")->required();
-  cmd->add_flag("--json", opts->json, "machine-readable output");
-  cmd->footer("Example: heapsnap summary --json app.hsnap | jq .peak_heap_bytes");
-  cmd->callback([opts, rc] { *rc = run(*opts); });
+  cmd.option("file", opts->file, "capture file (.hsnap)").required();
+  cmd.flag("--json", opts->json, "machine-readable output");
+  cmd.footer("Example: heapsnap summary --json app.hsnap | jq .peak_heap_bytes");
+  cmd.callback([opts, rc] { *rc = run(*opts); });
 }
 
 }  // namespace heapsnap::cli

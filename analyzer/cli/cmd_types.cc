@@ -94,12 +94,12 @@ int run(const SnapshotArgs &a) {
 
 }  // namespace
 
-void add_types_command(CLI::App &app, int *rc) {
+void add_types_command(Cmd app, int *rc) {
   auto a = std::make_shared<SnapshotArgs>();
-  CLI::App *cmd = app.add_subcommand(
+  Cmd cmd = app.subcommand(
       "types", "The types of a snapshot's objects (MAT's class histogram): count, own bytes, retained bytes.");
   add_snapshot_args(cmd, *a);
-  cmd->footer(
+  cmd.footer(
       "Two sources. A C++ object with virtual functions starts with a pointer into its class's vtable;\n"
       "the snapshot reads the class's std::type_info name there when it is taken (a `Base *` made by a\n"
       "factory shows as its Derived class, with or without symbols). Other blocks get the type their\n"
@@ -108,7 +108,7 @@ void add_types_command(CLI::App &app, int *rc) {
       "the variable's pointee type (`Cache *g_cache`: a Cache), with debug information. A plain\n"
       "`new T` held elsewhere, or a C malloc, has no type here.\n"
       "Example: heapsnap types --snapshot 0 app.hsnap");
-  cmd->callback([a, rc] { *rc = run(*a); });
+  cmd.callback([a, rc] { *rc = run(*a); });
 }
 
 }  // namespace heapsnap::cli

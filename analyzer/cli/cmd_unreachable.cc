@@ -126,13 +126,13 @@ int run(const SnapshotArgs &a) {
 
 }  // namespace
 
-void add_unreachable_command(CLI::App &app, int *rc) {
+void add_unreachable_command(Cmd app, int *rc) {
   auto a = std::make_shared<SnapshotArgs>();
-  CLI::App *cmd = app.add_subcommand("unreachable", "Blocks of a snapshot that nothing reaches: definitely, indirectly and possibly lost, as memcheck counts them.");
+  Cmd cmd = app.subcommand("unreachable", "Blocks of a snapshot that nothing reaches: definitely, indirectly and possibly lost, as memcheck counts them.");
   add_snapshot_args(cmd, *a);
   add_site_options(cmd, a->sites);
-  cmd->footer("Example: heapsnap record --snapshot-at-exit -o app.hsnap -- ./app && heapsnap unreachable app.hsnap");
-  cmd->callback([a, rc] { *rc = run(*a); });
+  cmd.footer("Example: heapsnap record --snapshot-at-exit -o app.hsnap -- ./app && heapsnap unreachable app.hsnap");
+  cmd.callback([a, rc] { *rc = run(*a); });
 }
 
 }  // namespace heapsnap::cli

@@ -9,7 +9,7 @@
 #endif
 
 int main(int argc, char **argv) {
-  CLI::App app{
+  heapsnap::cli::CommandLine line{
       "heapsnap - where a native program's memory goes, and what keeps it alive.\n\n"
       "  heapsnap record -o app.hsnap -- ./app args   trace an unmodified program\n"
       "  heapsnap summary app.hsnap                   what the capture knows\n"
@@ -20,6 +20,7 @@ int main(int argc, char **argv) {
       "  heapsnap export --format pprof -o app.pb.gz app.hsnap   for go tool pprof\n"
       "  heapsnap report app.hsnap -o app.html        everything in one HTML page\n",
       "heapsnap"};
+  heapsnap::cli::Cmd app = line.app();
   // The man page (analyzer/cli/man_page.py) turns the "Word:" paragraphs below into its sections.
   app.footer(
       "Run 'heapsnap COMMAND --help' for a command's options and examples, or read the manual:\n"
@@ -42,8 +43,7 @@ int main(int argc, char **argv) {
       "                    HEAPSNAP_CACHE_DIR/debug (default $XDG_CACHE_HOME/heapsnap, else\n"
       "                    ~/.cache/heapsnap; at most 2 GiB, least recently used go first); empty or\n"
       "                    \"off\": no cache");
-  app.failure_message(heapsnap::cli::usage_failure_message);
-  app.set_version_flag("--version", std::string("heapsnap ") + HEAPSNAP_VERSION);
+  app.version_flag("--version", std::string("heapsnap ") + HEAPSNAP_VERSION);
   app.require_subcommand(1);
   app.fallthrough(false);
   int rc = 0;
@@ -61,13 +61,10 @@ int main(int argc, char **argv) {
     heapsnap::cli::add_report_command(app, &rc);
   }
   // --color is accepted before the command and after it (CLI11 options do not fall through).
-  heapsnap::cli::add_color_option(&app);
-  for (CLI::App *cmd : app.get_subcommands({})) heapsnap::cli::add_color_option(cmd);
-  try {
-    app.parse(heapsnap::cli::split_record_command(argc, argv), argv);
-  } catch (const CLI::ParseError &e) {
-    int code = app.exit(e);
-    return code == 0 ? 0 : heapsnap::cli::kExitUsage;
-  }
-  return rc;
+  heapsnap::cli::add_color_option(app);
+  for (heapsnap::cli::Cmd cmd : app.subcommands()) heapsnap::cli::add_color_option(cmd);
+  using Parsed = heapsnap::cli::CommandLine::Parsed;
+  Parsed parsed = line.parse(heapsnap::cli::split_record_command(argc, argv), argv);
+  if (parsed == Parsed::kRan) return rc;
+  return parsed == Parsed::kAnswered ? heapsnap::cli::kExitOk : heapsnap::cli::kExitUsage;
 }

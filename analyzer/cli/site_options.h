@@ -6,8 +6,7 @@
 #include <string>
 #include <vector>
 
-#include <CLI/CLI.hpp>
-
+#include "cli/args.h"
 #include "cli/term_style.h"
 #include "symbolize/frame_filter.h"
 
@@ -18,16 +17,16 @@ struct SiteOptions {
   bool all_frames = false;
 };
 
-inline void add_site_options(CLI::App *cmd, SiteOptions &o) {
-  cmd->add_option("--hide-frames", o.hide_frames,
-                  "frames whose function, source file or module this regular expression matches are the library's: "
-                  "never a site while the program has a frame (your allocation wrappers, e.g. 'xmalloc|my_alloc'); "
-                  "repeatable; HEAPSNAP_HIDE_FRAMES adds more (separated by newlines or ';')")
-      ->type_name("REGEX")
-      ->allow_extra_args(false);
-  cmd->add_flag("--all-frames", o.all_frames,
-                "sites are the innermost frames and stacks are whole, as recorded: the C++ library's frames "
-                "(std::, operator new), malloc's and your --hide-frames ones included");
+inline void add_site_options(Cmd cmd, SiteOptions &o) {
+  cmd.option("--hide-frames", o.hide_frames,
+             "frames whose function, source file or module this regular expression matches are the library's: "
+             "never a site while the program has a frame (your allocation wrappers, e.g. 'xmalloc|my_alloc'); "
+             "repeatable; HEAPSNAP_HIDE_FRAMES adds more (separated by newlines or ';')")
+      .type_name("REGEX")
+      .allow_extra_args(false);
+  cmd.flag("--all-frames", o.all_frames,
+           "sites are the innermost frames and stacks are whole, as recorded: the C++ library's frames "
+           "(std::, operator new), malloc's and your --hide-frames ones included");
 }
 
 // The rules the options and the environment give. On a bad regular expression prints why and

@@ -10,9 +10,9 @@ namespace heapsnap::cli {
 constexpr const char *kTriggerNames =
     "peak, exit, before-destructors, growth, signal, periodic, heap-threshold, rss-threshold, client";
 
-void add_snapshot_args(CLI::App *cmd, SnapshotArgs &a, bool rows) {
-  cmd->add_option("file", a.file, "capture file")->required();
-  cmd->add_option_function<std::string>(
+void add_snapshot_args(Cmd cmd, SnapshotArgs &a, bool rows) {
+  cmd.option("file", a.file, "capture file").required();
+  cmd.option_function(
          "--snapshot",
          [&a](const std::string &v) {
            if (!v.empty() && v.find_first_not_of("0123456789") == std::string::npos && v.size() < 10)
@@ -20,19 +20,18 @@ void add_snapshot_args(CLI::App *cmd, SnapshotArgs &a, bool rows) {
            else if (snapshot::trigger_from_name(v) >= 0)
              a.snapshot_trigger = v;
            else
-             throw CLI::ValidationError("--snapshot",
-                                        "'" + v + "' is not a snapshot index or trigger (" + kTriggerNames + ")");
+             reject_value("--snapshot", "'" + v + "' is not a snapshot index or trigger (" + kTriggerNames + ")");
          },
          std::string("snapshot index, or a trigger (") + kTriggerNames +
              "): the last complete snapshot of that trigger (default: the last complete one taken; see `heapsnap "
              "snapshots`)")
-      ->type_name("N|TRIGGER");
-  cmd->add_flag("--json", a.json, "machine-readable output");
-  cmd->add_flag("--bytes", a.raw_bytes, "print sizes as plain byte counts");
-  cmd->add_option("--interior", a.interior, "follow interior pointers: on (default) or off (memcheck's 'possibly lost' view)")
-      ->check(CLI::IsMember({"on", "off"}));
-  cmd->add_option("--debug-dir", a.debug_dirs, "directory with separate debug files; repeatable");
-  if (rows) cmd->add_option("-n,--limit", a.limit, "rows to show (default 20)");
+      .type_name("N|TRIGGER");
+  cmd.flag("--json", a.json, "machine-readable output");
+  cmd.flag("--bytes", a.raw_bytes, "print sizes as plain byte counts");
+  cmd.option("--interior", a.interior, "follow interior pointers: on (default) or off (memcheck's 'possibly lost' view)")
+      .one_of({"on", "off"});
+  cmd.option("--debug-dir", a.debug_dirs, "directory with separate debug files; repeatable");
+  if (rows) cmd.option("-n,--limit", a.limit, "rows to show (default 20)");
 }
 
 bool load_chosen_snapshot(const SnapshotArgs &a, snapshot::HeapSnapshot *out, const snapshot::LoadOptions &opts) {

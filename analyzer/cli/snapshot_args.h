@@ -1,9 +1,9 @@
 // Options shared by the snapshot queries (unreachable, top-retainers, dominators, path, ...).
 #pragma once
 #include <string>
+#include <vector>
 
-#include <CLI/CLI.hpp>
-
+#include "cli/args.h"
 #include "cli/site_options.h"
 #include "snapshot/heap_snapshot.h"
 
@@ -22,7 +22,7 @@ struct SnapshotArgs {
 };
 
 // rows: the command shows rows that -n/--limit limits (path and suspects do not).
-void add_snapshot_args(CLI::App *cmd, SnapshotArgs &a, bool rows = true);
+void add_snapshot_args(Cmd cmd, SnapshotArgs &a, bool rows = true);
 
 // Loads the chosen snapshot; prints the error and returns false on failure.
 bool load_chosen_snapshot(const SnapshotArgs &a, snapshot::HeapSnapshot *out,

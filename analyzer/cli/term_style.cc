@@ -6,6 +6,8 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "cli/args.h"
+
 namespace heapsnap::cli {
 namespace {
 
@@ -88,14 +90,14 @@ bool color_on_stderr() {
   return g_stderr;
 }
 
-void add_color_option(CLI::App *cmd) {
-  cmd->add_option_function<std::string>(
+void add_color_option(Cmd cmd) {
+  cmd.option_function(
          "--color",
          [](const std::string &v) {
            set_color_mode(v == "always" ? ColorMode::kAlways : v == "never" ? ColorMode::kNever : ColorMode::kAuto);
          },
          "colour: auto (default: when writing to a terminal and NO_COLOR is unset or empty), always or never")
-      ->check(CLI::IsMember({"auto", "always", "never"}));
+      .one_of({"auto", "always", "never"});
 }
 
 std::string out_style(Style s, std::string_view text, int width) { return styled(color_on_stdout(), s, text, width); }
@@ -133,20 +135,6 @@ void print_note(const char *fmt, ...) {
   std::string text = vformat(fmt, ap);
   va_end(ap);
   message(Style::kWarning, "note:", text);
-}
-
-std::string usage_failure_message(const CLI::App *app, const CLI::Error &e) {
-  // The main app reports every error: name the subcommand being parsed, whose help is the useful one.
-  std::string name = app->get_name();
-  std::string what = e.what();
-  if (auto subs = app->get_subcommands(); !subs.empty()) {
-    name += " " + subs.front()->get_name();
-  } else if (auto rest = app->remaining(); !rest.empty() && rest.front()[0] != '-') {
-    // CLI11 would say "A subcommand is required" about a misspelt one.
-    what = "unknown command '" + rest.front() + "'";
-  }
-  return "heapsnap: " + err_style(Style::kError, "error:") + " " + what + "\nRun '" + name +
-         " --help' for more information.\n";
 }
 
 }  // namespace heapsnap::cli

@@ -10,9 +10,9 @@
 #include <string>
 #include <string_view>
 
-#include <CLI/CLI.hpp>
-
 namespace heapsnap::cli {
+
+class Cmd;  // cli/args.h
 
 enum class Style {
   kHeading,   // a command's title line, summary section names: bold
@@ -28,7 +28,7 @@ enum class Style {
 enum class ColorMode { kAuto, kAlways, kNever };
 
 // Adds --color=auto|always|never to `cmd` (the app and every subcommand share one setting).
-void add_color_option(CLI::App *cmd);
+void add_color_option(Cmd cmd);
 // Decides for both streams; called by --color's parser, or lazily with the default.
 void set_color_mode(ColorMode mode);
 bool color_on_stdout();
@@ -47,8 +47,5 @@ void print_styled(Style s, const char *fmt, ...) __attribute__((format(printf, 2
 void print_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 void print_warning(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 void print_note(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-
-// CLI11's message for a usage error, in the same form as print_error (plus a pointer to --help).
-std::string usage_failure_message(const CLI::App *app, const CLI::Error &e);
 
 }  // namespace heapsnap::cli

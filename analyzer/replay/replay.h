@@ -59,6 +59,16 @@ struct TimePoint {
   double sampled_live_bytes; // estimate from the sampled blocks
 };
 
+// The heap estimate over time from the events themselves (ReplayOptions::heap_cells): the change
+// of the live-bytes estimate summed per time cell, by each event's own time, so that the order in
+// which the batches of several threads come does not matter. Exact in every-allocation mode.
+// The Totals records are exact, but one per flush (100 ms), and late by what the threads have not
+// folded into the shared counters yet: a short run has a handful.
+struct HeapCells {
+  uint32_t shift = 0;         // a cell is 2^shift ns: cell c covers [c << shift, (c + 1) << shift)
+  std::vector<double> delta;  // per cell, from time 0: the change the events in it made
+};
+
 struct MarkerPoint {
   uint64_t time_ns;
   uint32_t tid;
@@ -94,7 +104,11 @@ struct ReplayOptions {
   // (StackSymbolizer::follow prefetches debug information).
   std::function<void(const ModuleRecord &)> on_module;
   std::function<void(const capture::StackTree &, uint32_t first_node)> on_stack_nodes;
+  // Fill ReplayResult::heap_cells (the report's heap line; at most kHeapCells cells, which widen
+  // as the run goes on).
+  bool heap_cells = false;
 };
+inline constexpr size_t kHeapCells = 4096;
 
 struct ReplayResult {
   wire::ProcessInfo process;
@@ -111,6 +125,7 @@ struct ReplayResult {
   util::ZeroArray<StackFigures> by_stack;
   std::vector<ModuleRecord> modules;
   std::vector<TimePoint> timeline;
+  HeapCells heap_cells;  // empty unless ReplayOptions::heap_cells
   std::vector<MarkerPoint> markers;
   std::vector<SnapshotPoint> snapshots;
   std::vector<PoolInfo> pools;

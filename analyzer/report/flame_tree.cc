@@ -1,9 +1,11 @@
 #include "report/flame_tree.h"
 
 #include <algorithm>
+#include <string_view>
 #include <unordered_map>
 
 #include "export/collapsed.h"
+#include "symbolize/frame_filter.h"
 #include "util/flat_map.h"
 
 namespace heapsnap::report {
@@ -13,27 +15,97 @@ const char *flame_metric_name(int m) {
   return m >= 0 && m < kFlameMetrics ? names[m] : "?";
 }
 
+const char *frame_kind_name(int k) {
+  static const char *names[] = {"program", "library", "allocator", "unknown"};
+  return k >= 0 && k < kFrameKinds ? names[k] : "?";
+}
+
+namespace {
+
+std::string_view basename_of(std::string_view p) {
+  size_t s = p.rfind('/');
+  return s == std::string_view::npos ? p : p.substr(s + 1);
+}
+
+}  // namespace
+
+FrameKind frame_kind(const replay::DisplayFrame &f, const std::string &exe) {
+  if (f.function.empty()) return kUnknownFrame;
+  if (symbolize::FrameFilter::allocator(f.function, f.module)) return kAllocatorFrame;
+  if (f.library || basename_of(f.module) != basename_of(exe)) return kLibraryFrame;
+  return kProgramFrame;
+}
+
+std::string frame_location(const replay::DisplayFrame &f) {
+  if (f.file.empty()) return "";
+  std::string s(basename_of(f.file));
+  if (f.line) {
+    s += ':';
+    s += std::to_string(f.line);
+  }
+  return s;
+}
+
 uint32_t FlameTree::add(uint32_t parent_node, uint32_t name_id) {
   parent.push_back(parent_node);
   name.push_back(name_id);
   value.push_back({0, 0, 0, 0});
   other.push_back(false);
+  loc.push_back(0);
   return uint32_t(parent.size() - 1);
 }
 
 FlameTree build_flame_tree(const replay::ReplayResult &r, replay::StackSymbolizer &sym) {
   FlameTree t;
-  std::unordered_map<std::string, uint32_t> name_ids;
-  auto intern = [&](const std::string &s) {
-    auto [it, fresh] = name_ids.try_emplace(s, uint32_t(t.names.size()));
-    if (fresh) t.names.push_back(s);
+  const std::string exe = r.process.executable();
+  std::unordered_map<std::string, uint32_t> name_ids, module_ids, loc_ids;
+  auto intern_in = [](std::unordered_map<std::string, uint32_t> &ids, std::vector<std::string> &list, const std::string &s) {
+    auto [it, fresh] = ids.try_emplace(s, uint32_t(list.size()));
+    if (fresh) list.push_back(s);
     return it->second;
   };
-  t.add(0, intern("all"));
+  auto intern = [&](const std::string &s, const replay::DisplayFrame *f) {
+    size_t before = t.names.size();
+    uint32_t id = intern_in(name_ids, t.names, s);
+    if (t.names.size() != before) {
+      t.name_kind.push_back(f ? frame_kind(*f, exe) : kUnknownFrame);
+      t.name_module.push_back(f && !f->module.empty() ? intern_in(module_ids, t.modules, f->module) : UINT32_MAX);
+    }
+    return id;
+  };
+  // A node's location. A node merges every return address of its name under its caller: lines of
+  // one file are listed ("app.c:37,38"), up to 4, then "app.c (several lines)"; several files: none.
+  // (where: 1 + index into locs, 0 when not known; interned once per return address.)
+  auto locate = [&](uint32_t node, uint32_t where_id) {
+    uint32_t &l = t.loc[node];
+    if (where_id == 0 || l == UINT32_MAX || l == where_id) return;
+    if (l == 0) {
+      l = where_id;
+      return;
+    }
+    const std::string had = t.locs[l - 1], where = t.locs[where_id - 1];
+    size_t colon = where.rfind(':'), had_end = had.find_first_of(": ");
+    std::string file = where.substr(0, colon), line = colon == std::string::npos ? "" : where.substr(colon + 1);
+    if (had.compare(0, had_end, file) != 0 || had_end != file.size() || line.empty()) {
+      l = UINT32_MAX;
+      return;
+    }
+    if (had[had_end] == ' ') return;  // several lines already
+    std::string lines = had.substr(had_end + 1);
+    size_t n = 1;
+    for (size_t at = 0; (at = lines.find(',', at)) != std::string::npos; ++at) ++n;
+    if (("," + lines + ",").find("," + line + ",") != std::string::npos) return;
+    l = 1 + intern_in(loc_ids, t.locs, n >= 4 ? file + " (several lines)" : had + "," + line);
+  };
+  t.add(0, intern("all", nullptr));
   // Names of one return address, outermost first (the function holding the inlined callees
   // first), cached: many stack nodes share an address. Flat maps: the stack tree of a big capture
   // has millions of nodes, and a node-based map costs a cache miss and an allocation per entry.
-  std::vector<std::vector<uint32_t>> name_lists;
+  struct Named {
+    uint32_t name;
+    uint32_t where;  // its frame_location: 1 + index into t.locs, 0 when not known
+  };
+  std::vector<std::vector<Named>> name_lists;
   util::FlatMap64<uint32_t> addr_names;  // address + 1 -> 1 + index into name_lists
   // (flame parent + 1, name) -> flame child.
   util::FlatMap64<uint32_t> child;
@@ -58,17 +130,21 @@ FlameTree build_flame_tree(const replay::ReplayResult &r, replay::StackSymbolize
     uint64_t a = st.address(id);
     uint32_t &list = addr_names[a + 1];  // (address + 1: the map's keys must not be 0; 0 is the truncation marker)
     if (!list) {
-      std::vector<uint32_t> names;
+      std::vector<Named> names;
       const auto &frames = sym.frames_of(a);
-      for (auto f = frames.rbegin(); f != frames.rend(); ++f) names.push_back(intern(exporter::collapsed_frame_name(*f)));
+      for (auto f = frames.rbegin(); f != frames.rend(); ++f) {
+        std::string where = frame_location(*f);
+        names.push_back({intern(exporter::collapsed_frame_name(*f), &*f), where.empty() ? 0 : 1 + intern_in(loc_ids, t.locs, where)});
+      }
       name_lists.push_back(std::move(names));
       list = uint32_t(name_lists.size());
     }
     uint32_t at = flame_of[st.parent(id)];
-    for (uint32_t nm : name_lists[list - 1]) {
-      uint32_t &c = child[(uint64_t(at + 1) << 32) | nm];
-      if (!c) c = t.add(at, nm);
+    for (const Named &nm : name_lists[list - 1]) {
+      uint32_t &c = child[(uint64_t(at + 1) << 32) | nm.name];
+      if (!c) c = t.add(at, nm.name);
       at = c;
+      locate(at, nm.where);
     }
     flame_of[id] = at;
     if (id < r.by_stack.size()) {
@@ -80,6 +156,8 @@ FlameTree build_flame_tree(const replay::ReplayResult &r, replay::StackSymbolize
       v[kPeakBytes] += f.peak_bytes;
     }
   }
+  for (uint32_t &l : t.loc)
+    if (l == UINT32_MAX) l = 0;  // several files
   // Self figures to inclusive ones: children come after their parents.
   for (uint32_t v = uint32_t(t.nodes()); v-- > 1;)
     for (int m = 0; m < kFlameMetrics; ++m) t.value[t.parent[v]][m] += t.value[v][m];
@@ -127,10 +205,21 @@ FlameTree prune_flame_tree(const FlameTree &full, const FlameBudget &budget) {
   }
   // Copy the kept nodes (parents first), then one "[other]" per parent for what was cut.
   FlameTree out;
+  out.modules = full.modules;
+  std::unordered_map<uint32_t, uint32_t> loc_map;  // the locations of the kept nodes only
+  auto loc_of = [&](uint32_t v) -> uint32_t {
+    uint32_t old = v < full.loc.size() ? full.loc[v] : 0;
+    if (old == 0) return 0;
+    auto [it, fresh] = loc_map.try_emplace(old, uint32_t(out.locs.size()) + 1);
+    if (fresh) out.locs.push_back(full.locs[old - 1]);
+    return it->second;
+  };
   std::unordered_map<uint32_t, uint32_t> name_map;
   auto name_of = [&](uint32_t old) {
     auto [it, fresh] = name_map.try_emplace(old, uint32_t(out.names.size()));
     if (fresh) {
+      out.name_kind.push_back(old < full.name_kind.size() ? full.name_kind[old] : kUnknownFrame);
+      out.name_module.push_back(old < full.name_module.size() ? full.name_module[old] : UINT32_MAX);
       std::string s = full.names[old];
       if (s.size() > budget.max_name) {
         size_t cut = budget.max_name;
@@ -147,6 +236,7 @@ FlameTree prune_flame_tree(const FlameTree &full, const FlameBudget &budget) {
     if (keep[v]) {
       new_id[v] = v == 0 ? out.add(0, name_of(full.name[0])) : out.add(new_id[full.parent[v]], name_of(full.name[v]));
       out.value.back() = full.value[v];
+      out.loc.back() = loc_of(v);
     } else if (v != 0 && score[v] > 0 && keep[full.parent[v]]) {
       auto [it, fresh] = cut.try_emplace(full.parent[v], std::array<double, kFlameMetrics>{0, 0, 0, 0});
       for (int m = 0; m < kFlameMetrics; ++m) it->second[m] += full.value[v][m];
@@ -160,6 +250,8 @@ FlameTree prune_flame_tree(const FlameTree &full, const FlameBudget &budget) {
     if (other_name == UINT32_MAX) {
       other_name = uint32_t(out.names.size());
       out.names.push_back("[other]");
+      out.name_kind.push_back(kUnknownFrame);
+      out.name_module.push_back(UINT32_MAX);
     }
     out.add(new_id[v], other_name);
     out.value.back() = cut[v];

@@ -19,12 +19,31 @@ namespace heapsnap::report {
 enum FlameMetric { kAllocBytes = 0, kAllocCalls = 1, kLeakedBytes = 2, kPeakBytes = 3, kFlameMetrics = 4 };
 const char *flame_metric_name(int m);  // "alloc_bytes", "alloc_calls", "leaked_bytes", "peak_bytes"
 
+// What kind of code a frame is, which the page's colours show: the program's own (its executable,
+// not a library frame by the frame filter), a library's (any other module, the C and C++ run
+// times, what --hide-frames names), the allocator's (the allocation API, operator new, an
+// allocator class's allocate, an allocator's module), or unknown (no symbol).
+enum FrameKind : uint8_t { kProgramFrame = 0, kLibraryFrame = 1, kAllocatorFrame = 2, kUnknownFrame = 3, kFrameKinds = 4 };
+const char *frame_kind_name(int k);  // "program", "library", "allocator", "unknown"
+// exe: the basename of the program's executable (DisplayFrame::module is a basename).
+FrameKind frame_kind(const replay::DisplayFrame &f, const std::string &exe);
+// A frame's source location for the page: "file.c:12" (the file's basename), or "".
+std::string frame_location(const replay::DisplayFrame &f);
+
 struct FlameTree {
   std::vector<std::string> names;             // interned frame names
   std::vector<uint32_t> parent;               // per node; node 0 is the root ("all"), parent[0] = 0
   std::vector<uint32_t> name;                 // per node: index into names
   std::vector<std::array<double, kFlameMetrics>> value;  // per node: inclusive (self + descendants)
   std::vector<bool> other;                    // per node: an "[other]" node of merged children
+  // Per name: its kind and module (index into modules), from the first frame of that name.
+  std::vector<FrameKind> name_kind;
+  std::vector<uint32_t> name_module;
+  std::vector<std::string> modules;
+  // Per node: 1 + index into locs, 0 when not known. A node merges every return address of its
+  // name under its caller: when they are on several lines of one file, "file.c (several lines)".
+  std::vector<uint32_t> loc;
+  std::vector<std::string> locs;
   size_t nodes() const { return parent.size(); }
   uint32_t add(uint32_t parent_node, uint32_t name_id);
 };

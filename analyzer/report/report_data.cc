@@ -75,6 +75,22 @@ json flame_json(const FlameTree &t, size_t full_nodes) {
     if (t.other[v]) other.push_back(uint32_t(v));
   j["other"] = other;
   j["full_nodes"] = full_nodes;
+  // What the tooltips and colours need: each name's kind and module, each node's file:line
+  // (0 = not known, else 1 + an index: the columns stay short).
+  json kinds = json::array();
+  for (int k = 0; k < kFrameKinds; ++k) kinds.push_back(frame_kind_name(k));
+  j["kinds"] = kinds;
+  std::vector<int> name_kind(t.names.size(), kUnknownFrame);
+  std::vector<uint32_t> name_module(t.names.size(), 0);
+  for (size_t i = 0; i < t.names.size(); ++i) {
+    if (i < t.name_kind.size()) name_kind[i] = t.name_kind[i];
+    if (i < t.name_module.size() && t.name_module[i] != UINT32_MAX) name_module[i] = t.name_module[i] + 1;
+  }
+  j["name_kind"] = name_kind;
+  j["modules"] = t.modules;
+  j["name_module"] = name_module;
+  j["locs"] = t.locs;
+  j["loc"] = t.loc;
   return j;
 }
 
@@ -192,7 +208,12 @@ json leaks_json(const ReplayResult &r, StackSymbolizer &sym, const ReportOptions
 
 // The site table shared by every snapshot section: address (a call site, or the program frame a
 // sampled stack gives) -> index.
+// A row's stack (the diff and retaining-site rows expand to it): the allocation stack of one of the
+// site's blocks, for the sites a snapshot's tables can show (its biggest by bytes and by retained
+// bytes). The rest of the up to max_sites rows per snapshot carry none: the page stays within its
+// size budget, and says so where such a row is expanded.
 struct SiteTable {
+  std::string exe;  // the program's executable (frame_kind)
   std::unordered_map<uint64_t, uint32_t> index;
   json rows = json::array();
   uint32_t of(uint64_t call_site, StackSymbolizer &sym) {
@@ -205,10 +226,13 @@ struct SiteTable {
       j["label"] = sym.site_label(f);
       j["module"] = f.module;
       j["address"] = hex(call_site);
+      j["kind"] = int(frame_kind(f, exe));
       rows.push_back(j);
     }
     return it->second;
   }
+  bool has_stack(uint32_t site) const { return rows[site].contains("stack"); }
+  void give_stack(uint32_t site, json stack) { rows[site]["stack"] = std::move(stack); }
 };
 
 // Which snapshots to analyse: complete ones, at most `max`, evenly spread, first and last kept.
@@ -372,11 +396,20 @@ json snapshot_json(const snapshot::SnapshotInfo &info, snapshot::HeapSnapshot &s
   std::unordered_map<uint64_t, uint32_t> local;
   std::vector<uint64_t> local_site;
   std::vector<uint32_t> site_of(g.csr.num_nodes, 0);
+  std::vector<uint32_t> first_block;  // per local site: its first block (for its stack)
   for (uint32_t b = 0; b < s.blocks(); ++b) {
     auto [it, fresh] = local.try_emplace(s.call_site[b], uint32_t(local_site.size()));
-    if (fresh) local_site.push_back(s.call_site[b]);
+    if (fresh) {
+      local_site.push_back(s.call_site[b]);
+      first_block.push_back(b);
+    }
     site_of[b + 1] = it->second;
   }
+  auto with_stack = [&](uint32_t st) {
+    uint32_t site = sites.of(local_site[st], sym);
+    if (!sites.has_stack(site)) sites.give_stack(site, stack_json(block_stack(s, first_block[st], r, sym), o.stack_frames));
+    return site;
+  };
   size_t ns = local_site.size();
   std::vector<uint32_t> active(ns, 0);
   std::vector<uint64_t> retained(ns, 0), shallow(ns, 0), count(ns, 0);
@@ -408,7 +441,7 @@ json snapshot_json(const snapshot::SnapshotInfo &info, snapshot::HeapSnapshot &s
   json rs = json::array();
   for (size_t i = 0; i < ks; ++i) {
     uint32_t st = order[i];
-    rs.push_back({{"site", sites.of(local_site[st], sym)}, {"retained", retained[st]}, {"shallow", shallow[st]},
+    rs.push_back({{"site", with_stack(st)}, {"retained", retained[st]}, {"shallow", shallow[st]},
                   {"blocks", count[st]}});
   }
   j["retaining_sites"] = rs;
@@ -496,7 +529,7 @@ json snapshot_json(const snapshot::SnapshotInfo &info, snapshot::HeapSnapshot &s
   for (size_t i = 0; i < ns; ++i) {
     uint32_t st = by_bytes[i];
     if (i < o.max_sites) {
-      tsite.push_back(sites.of(local_site[st], sym));
+      tsite.push_back(i < o.table_rows ? with_stack(st) : sites.of(local_site[st], sym));
       tcount.push_back(all_count[st]);
       tbytes.push_back(all_bytes[st]);
     } else {
@@ -569,6 +602,7 @@ bool build_report_data(const ReportOptions &o, json *out, std::string *error) {
   sym.set_frame_filter(o.frame_filter);
   replay::ReplayOptions ro;
   ro.progress = progress("replaying " + o.file);
+  ro.heap_cells = true;  // the heap line between the Totals records
   sym.follow(ro);
   ReplayResult r = replay::replay_with_peak(o.file, &err, ro);
   if (!err.empty()) {
@@ -621,7 +655,16 @@ bool build_report_data(const ReportOptions &o, json *out, std::string *error) {
                  {"realloc_calls", t.realloc_calls()},     {"dropped_events", t.dropped_events()}};
 
   // Heap over time.
-  auto pts = thin_timeline(r.timeline, t.peak_time_ns(), t.peak_heap_bytes(), o.timeline_buckets);
+  // When the peak was. The shim's totals say when its shared counter, which each thread folds its
+  // own changes into now and then, reached the peak: later than the allocation that made it. With
+  // every allocation recorded, the replay saw that allocation (its time is the events' clock, as
+  // the line's is); the shim's time stays where the replay saw less (blocks it does not trace).
+  const bool exact = r.sample_bytes() <= 1;
+  uint64_t peak_ns = t.peak_time_ns();
+  if (exact && r.sampled_peak_event != UINT64_MAX && std::llround(r.sampled_peak_bytes) >= int64_t(t.peak_heap_bytes()))
+    peak_ns = r.sampled_peak_time_ns;
+  const auto all_points = heap_points(r.timeline, r.heap_cells, exact, std::max(r.end_time_ns, peak_ns), t.peak_heap_bytes());
+  auto pts = thin_timeline(all_points, peak_ns, t.peak_heap_bytes(), o.timeline_buckets);
   json tl;
   std::vector<double> ts;
   std::vector<int64_t> heap;
@@ -634,7 +677,7 @@ bool build_report_data(const ReportOptions &o, json *out, std::string *error) {
   tl["t"] = ts;
   tl["heap"] = heap;
   tl["rss"] = rss;
-  tl["peak"] = {{"t", seconds(t.peak_time_ns())}, {"bytes", t.peak_heap_bytes()}};
+  tl["peak"] = {{"t", seconds(peak_ns)}, {"bytes", t.peak_heap_bytes()}};
   tl["end_s"] = seconds(std::max(r.end_time_ns, r.timeline.empty() ? 0 : r.timeline.back().time_ns));
   json markers = json::array();
   size_t marker_cap = 500;
@@ -664,6 +707,7 @@ bool build_report_data(const ReportOptions &o, json *out, std::string *error) {
   // Snapshots.
   json snap_sections = json::array();
   SiteTable sites;
+  sites.exe = r.process.executable();
   std::vector<snapshot::SnapshotInfo> list;
   std::vector<std::string> snapshot_notes;
   if (auto reader = capture::CaptureReader::open(o.file, &err)) list = snapshot::list_snapshots(*reader, &snapshot_notes);
@@ -717,7 +761,8 @@ bool build_report_data(const ReportOptions &o, json *out, std::string *error) {
   budget["table_rows"] = o.table_rows;
   budget["stack_frames"] = o.stack_frames;
   budget["timeline_points"] = pts.size();
-  budget["timeline_points_full"] = r.timeline.size();
+  budget["timeline_points_full"] = all_points.size();
+  budget["timeline_totals"] = r.timeline.size();  // of them, the shim's Totals records (the rest from the events)
   budget["max_snapshots"] = o.max_snapshots;
   budget["max_sites"] = o.max_sites;
   d["budget"] = budget;

@@ -2,7 +2,7 @@
 // before it is embedded: exact totals, the heap over time, the allocation flame graph, top
 // allocation sites, leaks, and per snapshot the dominator tree by site, the top retainers and a
 // per-site table for diffs. The result is the JSON document the page's script reads (schema in
-// analyzer/report/web/report.js, `DATA SCHEMA`).
+// analyzer/report/web/core.js, `DATA SCHEMA`).
 #pragma once
 #include <nlohmann/json.hpp>
 

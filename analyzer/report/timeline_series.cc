@@ -1,8 +1,59 @@
 #include "report/timeline_series.h"
 
 #include <algorithm>
+#include <cmath>
 
 namespace heapsnap::report {
+
+// A level held this long before a change is drawn as a step. Shorter gaps are the clock's: event
+// times come from a coarse clock (a tick of 1 to 4 ms), so a steady climb has changes one tick
+// apart and empty cells between, which would otherwise draw a staircase.
+constexpr uint64_t kHoldNs = 10'000'000;
+
+std::vector<replay::TimePoint> heap_points(const std::vector<replay::TimePoint> &totals, const replay::HeapCells &cells,
+                                           bool exact, uint64_t end_ns, uint64_t peak_bytes) {
+  const std::vector<double> &delta = cells.delta;
+  if (delta.empty()) return totals;
+  const uint32_t shift = cells.shift;
+  // The events' running sum after each cell.
+  std::vector<double> sum(delta.size());
+  double acc = 0;
+  for (size_t c = 0; c < delta.size(); ++c) sum[c] = acc += delta[c];
+  auto events_at = [&](uint64_t t) {  // after every event of t's cell
+    uint64_t c = t >> shift;
+    return c < sum.size() ? sum[c] : acc;
+  };
+  // Sampled: the correction at each Totals record (0 at time 0, when the heap is empty and no
+  // event came), interpolated between them.
+  std::vector<std::pair<uint64_t, double>> fix{{0, 0.0}};
+  if (!exact)
+    for (const auto &p : totals)
+      if (p.time_ns >= fix.back().first) fix.push_back({p.time_ns, double(p.heap_bytes) - events_at(p.time_ns)});
+  auto correction = [&](uint64_t t) {
+    auto at = std::upper_bound(fix.begin(), fix.end(), t, [](uint64_t v, const auto &f) { return v < f.first; });
+    if (at == fix.end()) return fix.back().second;
+    const auto &lo = *(at - 1), &hi = *at;  // lo.first <= t < hi.first
+    return lo.second + (hi.second - lo.second) * double(t - lo.first) / double(hi.first - lo.first);
+  };
+  const double top = peak_bytes ? double(peak_bytes) : std::max(acc, 0.0) + 1e18;
+  auto heap = [&](uint64_t t, double events) { return int64_t(std::clamp(std::round(events + correction(t)), 0.0, top)); };
+  std::vector<replay::TimePoint> from_events;
+  uint64_t last = 0;  // the end of the last cell with a change
+  for (size_t c = 0; c < delta.size(); ++c) {
+    if (delta[c] == 0) continue;
+    uint64_t start = uint64_t(c) << shift, end = std::max(start, std::min(uint64_t(c + 1) << shift, end_ns));
+    if (c > 0 && start - last >= kHoldNs) from_events.push_back({start, heap(start, sum[c - 1]), 0, 0, 0});
+    from_events.push_back({end, heap(end, sum[c]), 0, 0, 0});
+    last = end;
+  }
+  std::vector<replay::TimePoint> records = totals;
+  if (exact)  // the events' heap at the records too: theirs lags by what the threads had not folded in yet
+    for (auto &p : records) p.heap_bytes = heap(p.time_ns, events_at(p.time_ns));
+  std::vector<replay::TimePoint> out(records.size() + from_events.size());
+  std::merge(records.begin(), records.end(), from_events.begin(), from_events.end(), out.begin(),
+             [](const replay::TimePoint &a, const replay::TimePoint &b) { return a.time_ns < b.time_ns; });
+  return out;
+}
 
 std::vector<SeriesPoint> thin_timeline(const std::vector<replay::TimePoint> &points, uint64_t peak_time_ns,
                                        uint64_t peak_bytes, size_t buckets) {

@@ -28,13 +28,35 @@ bool cxx_header(std::string_view file) {
   return false;
 }
 
-bool runtime_module(std::string_view module) {
-  std::string_view m = basename_of(module);
-  static constexpr std::array<std::string_view, 13> prefixes = {
-      "libc.so", "ld-linux", "libstdc++.so", "libc++.so", "libc++abi.so", "libgcc_s.so", "libpthread.so",
-      "libdl.so", "libjemalloc.so", "libtcmalloc", "libmimalloc.so", "libheapsnap_preload", "ld64.so"};
+bool allocator_module(std::string_view m) {
+  static constexpr std::array<std::string_view, 4> prefixes = {"libjemalloc.so", "libtcmalloc", "libmimalloc.so",
+                                                               "libheapsnap_preload"};
   for (std::string_view p : prefixes)
     if (starts_with(m, p)) return true;
+  return false;
+}
+
+bool runtime_module(std::string_view module) {
+  std::string_view m = basename_of(module);
+  static constexpr std::array<std::string_view, 9> prefixes = {
+      "libc.so", "ld-linux", "libstdc++.so", "libc++.so", "libc++abi.so", "libgcc_s.so", "libpthread.so",
+      "libdl.so", "ld64.so"};
+  for (std::string_view p : prefixes)
+    if (starts_with(m, p)) return true;
+  return allocator_module(m);
+}
+
+// n: a qualified name (qualified_name).
+bool allocation_function(std::string_view n) {
+  // Any class's operator new and delete (their own overloads are allocation wrappers too).
+  for (std::string_view op : {"operator new", "operator new[]", "operator delete", "operator delete[]"})
+    if (n == op || ends_with(n, std::string("::") + std::string(op))) return true;
+  static constexpr std::array<std::string_view, 19> c_names = {
+      "malloc", "calloc", "realloc", "free", "reallocarray", "posix_memalign", "aligned_alloc", "memalign",
+      "valloc", "pvalloc", "strdup", "strndup", "__libc_malloc", "__libc_calloc", "__libc_realloc",
+      "__libc_free", "__libc_memalign", "__libc_valloc", "__libc_pvalloc"};
+  for (std::string_view c : c_names)
+    if (n == c) return true;
   return false;
 }
 
@@ -46,20 +68,26 @@ bool library_function(std::string_view function) {
                                                                  "__gnu_debug::", "__pstl::", "__cxa_"};
   for (std::string_view p : namespaces)
     if (starts_with(n, p)) return true;
-  // Any class's operator new and delete (their own overloads are allocation wrappers too).
-  for (std::string_view op : {"operator new", "operator new[]", "operator delete", "operator delete[]"})
-    if (n == op || ends_with(n, std::string("::") + std::string(op))) return true;
-  static constexpr std::array<std::string_view, 24> c_names = {
-      "malloc", "calloc", "realloc", "free", "reallocarray", "posix_memalign", "aligned_alloc", "memalign",
-      "valloc", "pvalloc", "strdup", "strndup", "__libc_malloc", "__libc_calloc", "__libc_realloc",
-      "__libc_free", "__libc_memalign", "__libc_valloc", "__libc_pvalloc", "_start", "__libc_start_main",
-      "__libc_start_call_main", "_dl_start_user", "_dl_start"};
-  for (std::string_view c : c_names)
+  if (allocation_function(n)) return true;
+  static constexpr std::array<std::string_view, 5> start_up = {"_start", "__libc_start_main", "__libc_start_call_main",
+                                                               "_dl_start_user", "_dl_start"};
+  for (std::string_view c : start_up)
     if (n == c) return true;
   return starts_with(n, "heapsnap_");
 }
 
 }  // namespace
+
+bool FrameFilter::allocator(std::string_view function, std::string_view module) {
+  if (!module.empty() && allocator_module(basename_of(module))) return true;
+  if (function.empty()) return false;
+  std::string q = qualified_name(function);
+  std::string_view n = q;
+  // An allocator class's members (std::allocator<T>::allocate, __gnu_cxx::new_allocator<T>::allocate).
+  if (n.find("allocator") != std::string_view::npos && (ends_with(n, "::allocate") || ends_with(n, "::deallocate")))
+    return true;
+  return allocation_function(n);
+}
 
 bool FrameFilter::builtin_library(std::string_view function, std::string_view file, std::string_view module) {
   if (library_function(function)) return true;

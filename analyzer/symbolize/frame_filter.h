@@ -44,6 +44,10 @@ class FrameFilter {
 
   // The built-in rules alone.
   static bool builtin_library(std::string_view function, std::string_view file, std::string_view module);
+  // Of those library frames, the allocator's: the C allocation API, any operator new or delete,
+  // an allocator class's allocate and deallocate, or a frame of an allocator's module (jemalloc,
+  // tcmalloc, mimalloc, heapsnap's shim). The report colours them apart.
+  static bool allocator(std::string_view function, std::string_view module);
 
  private:
   bool all_frames_ = false;

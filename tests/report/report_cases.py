@@ -132,7 +132,7 @@ class Dom(html.parser.HTMLParser):
 
     def __init__(self, text):
         super().__init__(convert_charrefs=True)
-        self.stack, self.elements, self.text = [], [], {}
+        self.stack, self.elements, self.text, self.own_text = [], [], {}, {}
         self.feed(text)
 
     def _add(self, tag, attrs, push):
@@ -155,6 +155,8 @@ class Dom(html.parser.HTMLParser):
                 return
 
     def handle_data(self, data):
+        if self.stack:
+            self.own_text.setdefault(id(self.stack[-1][1]), []).append(data)
         for _, a in self.stack:
             if a.get("id"):
                 self.text[a["id"]] = self.text.get(a["id"], "") + data
@@ -173,6 +175,10 @@ class Dom(html.parser.HTMLParser):
             out.append((t, a))
         return out
 
+    def text_of(self, element):
+        """The text directly inside an element (options, cells): kept per element as it is parsed."""
+        return self.own_text.get(id(element[1]), [])
+
     def by_id(self, id_):
         for t, a, _ in self.elements:
             if a.get("id") == id_:
@@ -188,8 +194,16 @@ def png_size(path):
     return struct.unpack(">II", head[16:24])
 
 
-def render(a, html_path, name, size=(1400, 3000)):
-    """Loads the page, checks that it finished drawing without errors; returns the DOM."""
+# The self-test's checks (selftest.js), by what they need: every page runs the first group; the
+# others need a long table to scroll past, an RSS line, snapshots, two snapshots.
+SELFTEST_ALWAYS = {"flame-metrics", "flame-zoom", "flame-keyboard", "flame-legend", "flame-search", "timeline-redraw",
+                   "tables-sort", "nav-scroll", "no-overflow"}
+
+
+def render(a, html_path, name, size=(1400, 3000), selftest_needs=()):
+    """Loads the page, checks that it finished drawing without errors and that its self-test passes
+    (with the checks in selftest_needs among those that ran); returns the DOM. A screenshot is
+    saved in the work directory."""
     url = "file://" + os.path.abspath(html_path)
     dom_text, dt = chromium(a, url, "--dump-dom", size=size)
     dom = Dom(dom_text)
@@ -206,7 +220,10 @@ def render(a, html_path, name, size=(1400, 3000)):
     st_text, _ = chromium(a, url + "#selftest", "--dump-dom", size=size)
     st = [x for x in Dom(st_text).elements if x[0] == "body"][0][1]
     check(st.get("data-selftest") == "ok" and st.get("data-errors") == "0",
-          "interactions work: %s, %s errors" % (st.get("data-selftest"), st.get("data-errors")))
+          "interactions and layout at %d px: %s, %s errors" % (size[0], st.get("data-selftest"), st.get("data-errors")))
+    ran = set((st.get("data-selftest-ran") or "").split())
+    missing = (SELFTEST_ALWAYS | set(selftest_needs)) - ran
+    check(not missing, "the self-test's checks ran (%s; missing %s)" % (" ".join(sorted(ran)), sorted(missing)))
     png = os.path.join(a.workdir, "report-%s.png" % name)
     if os.path.exists(png):
         os.unlink(png)
@@ -236,8 +253,19 @@ def check_charts(dom, data):
     check(dom.by_id("flame-search")[0] == "input", "a search box")
     check(len(dom.find("allocators-table", "tr")) >= 2, "top allocators table has rows")
     check(len(dom.find("allocators-table", "ol", cls="stack")) >= 1, "with symbolized stacks")
+    # Issue 31.8 and 31.10: frames are focusable and say what they are; colours have a legend.
+    frames = dom.find("flame-chart", "g", cls="n")
+    check(all(g[1].get("role") == "button" and g[1].get("tabindex") in ("0", "-1") and g[1].get("aria-label") for g in frames)
+          and sum(g[1].get("tabindex") == "0" for g in frames) == 1,
+          "every frame is focusable (one in the tab order) with a role and an aria-label")
+    kinds = {g[1].get("data-kind") for g in frames} - {"root"}
+    legend = {x[1].get("data-kind") for x in dom.find("flame-legend", "span", cls="legend-item") if "hidden" not in x[1]}
+    check(kinds and kinds <= legend, "the flame graph's legend names every kind of frame drawn (%s; legend %s)" % (kinds, legend))
+    check(dom.by_id("flame-next")[0] == "button" and dom.by_id("flame-prev")[0] == "button" and
+          dom.by_id("flame-search-error")[0] is not None, "next/previous match buttons and a place for a search error")
     if data["snapshots"]:
         check(len(dom.find("dom-chart", "g", cls="n")) >= 2, "the dominator icicle drew")
+        check(dom.find("dom-legend", "span", cls="legend-item"), "the dominator icicle has a legend")
         check(len(dom.find("retainers-table", "tr")) >= 2, "top retainers table has rows")
         check(len(dom.find("snapshot-pick", "option")) == len(data["snapshots"]), "a snapshot picker")
 
@@ -301,8 +329,26 @@ def case_page(a):
           len(hops) + top_obj["path"]["more"] == len(cli_path["hops"]) and hops[-1]["address"] == top_obj["address"],
           "the top retainer's path from a root: %s, %d hops, as `heapsnap path` finds it" %
           (top_obj["path"]["root"], len(cli_path["hops"])))
-    dom = render(a, path, "page")
+    # Issue 31.9 and 31.10: each frame's file:line and module, and its kind, are in the data.
+    F = d["flame"]
+    def frame(name):
+        i = next(i for i in range(len(F["parent"])) if F["names"][F["name"][i]] == name)
+        nm = F["name"][i]
+        return {"loc": F["locs"][F["loc"][i] - 1] if F["loc"][i] else "",
+                "module": F["modules"][F["name_module"][nm] - 1] if F["name_module"][nm] else "",
+                "kind": F["kinds"][F["name_kind"][nm]]}
+    me = frame("make_entry")
+    check(re.fullmatch(r"report_program\.c:\d+(,\d+)*", me["loc"]) and me["module"] == "report_program" and me["kind"] == "program",
+          "make_entry: file:line, module and kind (%s)" % me)
+    check(frame("main")["kind"] == "program" and frame("__libc_start_call_main")["kind"] == "library" and
+          frame("__libc_start_call_main")["module"].startswith("libc.so"),
+          "main is the program's, __libc_start_call_main the C library's (%s)" % frame("__libc_start_call_main"))
+    check(all(s.get("kind") in (0, 1, 2, 3) for s in d["sites"]), "every snapshot site has a kind")
+    dom = render(a, path, "page", selftest_needs=["sticky-header", "pickers", "snapshots", "timeline-rss"])
     check_charts(dom, d)
+    # Issue 31.5: a trigger is said once ("exit", not "exit: exit").
+    opts = [" ".join(dom.text_of(o)) for o in dom.find("snapshot-pick", "option")]
+    check(len(opts) == 1 and opts[0].count("exit") == 1, "the exit snapshot says exit once: %s" % opts)
     check("make_entry" in dom.text.get("flame-chart", ""), "flame graph labels show function names")
     check("cache_insert" in dom.text.get("dom-chart", "") or "make_entry" in dom.text.get("dom-chart", ""),
           "dominator icicle labels show allocation sites")
@@ -343,7 +389,10 @@ def case_at_peak(a):
     check(len(d["snapshots"]) == 2 and times == sorted(times) and d["snapshots"][-1]["trigger"] == "exit",
           "both analysed, in the order they were taken (the at-peak one was appended last): %s" %
           [(x["index"], x["trigger"], x["time_s"]) for x in d["snapshots"]])
-    dom = render(a, path, "peak2")
+    dom = render(a, path, "peak2", selftest_needs=["pickers", "snapshots", "diff-expand"])
+    opts = dom.text.get("snapshot-pick", "")
+    check("peak: the heap at" in opts and "peak: at peak" not in opts and "exit: exit" not in opts,
+          "the at-peak and exit snapshots say their trigger once (%s)" % opts)
     findings = dom.text.get("findings", "")
     check("At its peak" in findings and "snapshot %d" % peak[0]["index"] in findings and "retains" in findings,
           "the peak finding names the at-peak snapshot and its top retainer (%s)" % findings[:400])
@@ -394,14 +443,51 @@ def case_snapshots(a):
         if any(kids[v] > t["retained"][v] for v in range(len(kids))):
             fail("snapshot %d: a group's children retain more than the group" % sn["index"])
     check(True, "dominator trees: roots = reachable bytes, children within their parents")
-    dom = render(a, path, "snaps")
+    # Layout (issue 31.1 to 31.4) and the keyboard, at a wide and a narrow window.
+    needs = ["sticky-header", "pickers", "snapshots", "diff-expand", "timeline-rss"]
+    render(a, path, "snaps-800", size=(800, 3000), selftest_needs=needs)
+    dom = render(a, path, "snaps", selftest_needs=needs)
     check_charts(dom, d)
+    check(all(x[1].get("tabindex") == "0" and x[1].get("aria-expanded") == "false" for x in dom.find("diff-table", "tr", cls="expandable"))
+          and dom.find("diff-table", "tr", cls="expandable"), "diff rows are focusable and expandable")
+    shown = {i for sn in S for i in sn["sites"]["site"][:d["budget"]["table_rows"]]} | {r["site"] for sn in S for r in sn["retaining_sites"]}
+    check(all(d["sites"][i].get("stack", {}).get("frames") for i in shown),
+          "the sites a snapshot's tables show carry the stack of one of their blocks, for their rows to expand to")
     _, diff = dom.by_id("diff-view")
     check(diff is not None and "hidden" not in diff, "a diff view with several snapshots")
     check(len(dom.find("diff-before", "option")) == 3 and len(dom.find("diff-after", "option")) == 3, "diff pickers")
     rows = dom.find("diff-table", "tr")
     check(len(rows) >= 3, "diff table has rows (%d)" % (len(rows) - 1))
     check("+" in dom.text.get("diff-summary", ""), "diff summary: %s" % dom.text.get("diff-summary", "").strip())
+
+
+def case_timeline(a):
+    """Issue 31.13: a short run's heap line has a point wherever the heap changed, not one per
+    totals record (the shim writes one every 100 ms)."""
+    need_chromium()
+    cap = record(a, "ramp", [a.program, "ramp", "300"], ["--sample-bytes", "1"])
+    path, page = report(a, cap, "ramp")
+    d = page_data(page)
+    t, b = d["timeline"], d["budget"]
+    heap = t["heap"]
+    print("heap line: %d points, %d totals records, %.0f ms run" % (len(t["t"]), b["timeline_totals"], 1000 * d["process"]["duration_s"]))
+    # 300 allocations and 150 frees, a millisecond apart: the events' clock (1 to 4 ms a tick) sees
+    # over a hundred moments, the totals records (one per 100 ms) a handful, however slow the run.
+    check(len(t["t"]) >= 60 and len(set(heap)) >= 50 and len(t["t"]) >= 3 * b["timeline_totals"],
+          "the heap line follows the climb: %d points, %d levels, %d totals records" % (len(t["t"]), len(set(heap)), b["timeline_totals"]))
+    check(t["t"] == sorted(t["t"]) and max(heap) == d["totals"]["peak_heap_bytes"] and min(heap) >= 0,
+          "in time order, within [0, the exact peak]")
+    top = heap.index(max(heap))
+    check(all(x <= y for x, y in zip(heap[:top], heap[1:top + 1])), "it climbs until the peak (no dip the program did not make)")
+    check(heap[-1] < max(heap) * 0.6, "and falls after it (%d of %d)" % (heap[-1], max(heap)))
+    # A sampled capture: the line still passes through the totals records' exact heap.
+    cap = record(a, "ramp_sampled", [a.program, "ramp", "300"], ["--sample-bytes", "16384"])
+    _, page = report(a, cap, "ramp_sampled")
+    ds = page_data(page)
+    check(len(ds["timeline"]["t"]) > ds["budget"]["timeline_totals"] + 2 and max(ds["timeline"]["heap"]) == ds["totals"]["peak_heap_bytes"],
+          "sampled: more points than totals records (%d of %d), the exact peak on the line" %
+          (len(ds["timeline"]["t"]), ds["budget"]["timeline_totals"]))
+    render(a, path, "ramp", selftest_needs=["timeline-rss"])
 
 
 def case_budget(a):

@@ -7,6 +7,9 @@
 //                           some blocks leak, then part of the cache is dropped.
 //   report_program stacks D recursion through four functions chosen by the bits of a counter, D
 //                           levels deep: 4^D distinct allocation stacks, each allocating once.
+//   report_program ramp MS  a heap that climbs for MS milliseconds (a 4 KiB block every ms), then
+//                           falls for MS / 2 (one freed every ms): a short run whose heap line
+//                           needs more points than the shim's totals records (one per 100 ms).
 #define _GNU_SOURCE
 #include <stdint.h>
 #include <stdio.h>
@@ -132,12 +135,34 @@ static int stacks(int depth) {
   return 0;
 }
 
+// --- a heap that climbs, then falls -----------------------------------------------------------------
+static void sleep_ms(long ms) {
+  struct timespec ts = {ms / 1000, (ms % 1000) * 1000 * 1000};
+  nanosleep(&ts, NULL);
+}
+
+static int ramp(int ms) {
+  char **blocks = calloc((size_t)ms, sizeof *blocks);
+  for (int i = 0; i < ms; ++i) {
+    blocks[i] = malloc(4096);
+    memset(blocks[i], i, 4096);
+    sleep_ms(1);
+  }
+  for (int i = 0; i < ms / 2; ++i) {
+    free(blocks[i]);
+    sleep_ms(1);
+  }
+  printf("ramp %d\n", ms);
+  return 0;
+}
+
 int main(int argc, char **argv) {
   if (argc >= 2 && !strcmp(argv[1], "phases")) {
     g_snapshots = !(argc >= 3 && !strcmp(argv[2], "nosnap"));
     return phases();
   }
   if (argc >= 3 && !strcmp(argv[1], "stacks")) return stacks(atoi(argv[2]));
-  fprintf(stderr, "usage: report_program phases [nosnap] | stacks DEPTH\n");
+  if (argc >= 3 && !strcmp(argv[1], "ramp")) return ramp(atoi(argv[2]));
+  fprintf(stderr, "usage: report_program phases [nosnap] | stacks DEPTH | ramp MS\n");
   return 2;
 }

@@ -6,6 +6,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include <cmath>
 #include <numeric>
 #include <string>
 #include <vector>
@@ -142,6 +143,76 @@ TEST_CASE("heap line: extremes of every bucket and the exact peak survive thinni
   CHECK(out.back().rss_bytes == 4096 + 99999);  // the last bucket's highest RSS
   auto few = rp::thin_timeline({pts.begin(), pts.begin() + 10}, 0, 0, 100);
   CHECK(few.size() == 10);  // the first point is at time 0 already
+}
+
+TEST_CASE("heap line between the totals records: the events' changes, exact or corrected to the records") {
+  namespace rpl = heapsnap::replay;
+  const uint64_t ms = 1000000;
+  // Totals at 100 ms and 200 ms; the events: +1000 at 10 ms, +500 at 50 ms, -300 at 150 ms.
+  std::vector<rpl::TimePoint> totals = {{100 * ms, 1200, 8000, 0, 0}, {200 * ms, 1200, 9000, 0, 0}};
+  rpl::HeapCells cells;
+  cells.shift = 20;  // ~1 ms cells
+  cells.delta.assign(151 * ms >> 20, 0.0);
+  cells.delta[(10 * ms) >> 20] += 1000;
+  cells.delta[(50 * ms) >> 20] += 500;
+  cells.delta[(150 * ms) >> 20] -= 300;
+  auto at = [](const std::vector<rpl::TimePoint> &pts, uint64_t t) {  // the last point at or before t
+    const rpl::TimePoint *p = nullptr;
+    for (const auto &x : pts)
+      if (x.time_ns <= t) p = &x;
+    return p;
+  };
+  // Every allocation recorded: the events are the heap, at the records too (theirs lag).
+  auto exact = rp::heap_points(totals, cells, true, 210 * ms, 1500);
+  for (size_t i = 1; i < exact.size(); ++i) CHECK(exact[i - 1].time_ns <= exact[i].time_ns);
+  CHECK(at(exact, 12 * ms)->heap_bytes == 1000);
+  CHECK(at(exact, 60 * ms)->heap_bytes == 1500);
+  CHECK(at(exact, 100 * ms)->heap_bytes == 1500);  // the record said 1200
+  CHECK(at(exact, 100 * ms)->rss_bytes == 8000);   // its RSS stays
+  CHECK(at(exact, 160 * ms)->heap_bytes == 1200);
+  // A level held 40 ms, then a change: a step (a point where the level ends), not a slope.
+  const rpl::TimePoint *held = at(exact, 50 * ms - 1);  // (the 50 ms cell starts at 49.3 ms)
+  CHECK(held->heap_bytes == 1000);
+  CHECK(held->time_ns >= 45 * ms);
+  // Sampled: the events' shape, corrected to pass through the records.
+  auto sampled = rp::heap_points(totals, cells, false, 210 * ms, 1500);
+  CHECK(at(sampled, 100 * ms)->heap_bytes == 1200);
+  CHECK(at(sampled, 200 * ms)->heap_bytes == 1200);
+  // Between them, the correction goes from -300 (at 100 ms: 1200 - 1500) to 0 (at 200 ms).
+  const rpl::TimePoint *p = at(sampled, 160 * ms);
+  CHECK(p->time_ns > 150 * ms);
+  CHECK(p->heap_bytes == std::llround(1200 - 300 + 300 * double(p->time_ns - 100 * ms) / double(100 * ms)));
+  for (const auto &p : sampled) CHECK(p.heap_bytes >= 0);
+  for (const auto &p : sampled) CHECK(p.heap_bytes <= 1500);
+  // No cells (another command's replay): the records alone.
+  CHECK(rp::heap_points(totals, {}, true, 210 * ms, 1500).size() == totals.size());
+}
+
+TEST_CASE("frame kinds: the program's, a library's, the allocator's, unknown") {
+  heapsnap::replay::DisplayFrame f;
+  f.function = "make_entry";
+  f.module = "app";
+  CHECK(rp::frame_kind(f, "/usr/bin/app") == rp::kProgramFrame);
+  f.module = "libfoo.so.1";
+  CHECK(rp::frame_kind(f, "/usr/bin/app") == rp::kLibraryFrame);
+  f.module = "app";
+  f.library = true;  // the frame filter says so (--hide-frames, the C run time)
+  CHECK(rp::frame_kind(f, "/usr/bin/app") == rp::kLibraryFrame);
+  f.library = false;
+  for (const char *fn : {"malloc", "operator new(unsigned long)", "Arena::operator new[](unsigned long)",
+                         "std::__new_allocator<int>::allocate(unsigned long, void const*)"}) {
+    f.function = fn;
+    CAPTURE(fn);
+    CHECK(rp::frame_kind(f, "/usr/bin/app") == rp::kAllocatorFrame);
+  }
+  f.function = "work";
+  f.module = "libjemalloc.so.2";
+  CHECK(rp::frame_kind(f, "/usr/bin/app") == rp::kAllocatorFrame);
+  f.function = "";
+  CHECK(rp::frame_kind(f, "/usr/bin/app") == rp::kUnknownFrame);
+  f.file = "/src/app/main.cc";
+  f.line = 12;
+  CHECK(rp::frame_location(f) == "main.cc:12");
 }
 
 TEST_CASE("JSON in a script element: no way out of it, invalid UTF-8 replaced") {

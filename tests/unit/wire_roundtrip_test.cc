@@ -8,6 +8,7 @@
 
 #include <cstdio>
 #include <memory>
+#include <numeric>
 #include <random>
 #include <string>
 #include <vector>
@@ -322,7 +323,8 @@ void check_same_stack_figures(const heapsnap::replay::ReplayResult &ra, const he
 
 // Writes the event records in `out` (EventBatch::serialize_to's) as a format 2 capture of every
 // allocation with stacks 1 and 2, and replays it.
-heapsnap::replay::ReplayResult replay_events(const hs::wire::Buf &out, const char *name) {
+heapsnap::replay::ReplayResult replay_events(const hs::wire::Buf &out, const char *name,
+                                             const heapsnap::replay::ReplayOptions &opts = {}) {
   namespace w = heapsnap::wire;
   std::string path = std::string(P_tmpdir) + "/heapsnap-test-" + std::to_string(getpid()) + "-" + name + ".hsnap";
   {
@@ -335,7 +337,7 @@ heapsnap::replay::ReplayResult replay_events(const hs::wire::Buf &out, const cha
     REQUIRE(fw.close());
   }
   std::string err;
-  heapsnap::replay::ReplayResult r = heapsnap::replay::replay_with_peak(path, &err);
+  heapsnap::replay::ReplayResult r = heapsnap::replay::replay_with_peak(path, &err, opts);
   unlink(path.c_str());
   REQUIRE(err.empty());
   return r;
@@ -444,6 +446,62 @@ TEST_CASE("replay: ends written before their ALLOC are no problem, ends of block
     heapsnap::replay::ReplayResult r = replay_events(out, "early");
     CHECK(r.by_stack[1].live_calls == 0);  // block 1: allocated, resized, freed
     check_unknown_frees(r, stray ? 1 : 0);
+  }
+}
+
+// The heap line's cells (ReplayOptions::heap_cells): each event's change counts at its own time,
+// so that the running sum over the cells is the heap in time order even though another thread's
+// batch, with later events, reaches the file first; an event beyond the cells widens them.
+TEST_CASE("replay: heap cells sum each change at its own time, whatever order the batches come in") {
+  REQUIRE(hs::heap::init());
+  for (bool late : {false, true}) {
+    hs::wire::Buf out;
+    auto b = std::make_unique<hs::EventBatch>();
+    b->begin(hs::alloc_kind(0), 2000000);  // thread 2, written first: block 3 lives from 2 ms to 4 ms
+    b->new_id(3);
+    b->block_size(200);
+    b->stack_id(1);
+    b->begin(hs::kFree, 4000000);
+    b->freed_block(3, 1);
+    b->serialize_to(out, 2);
+    b->begin(hs::alloc_kind(0), 1000000);  // thread 1: block 1 at 1 ms, block 2 at 5 ms
+    b->new_id(1);
+    b->block_size(1000);
+    b->stack_id(1);
+    b->begin(hs::alloc_kind(0), 5000000);
+    b->new_id(2);
+    b->block_size(500);
+    b->stack_id(2);
+    if (late) {  // and block 1 freed at 10 s: past the 4096 cells of 131 us
+      b->begin(hs::kFree, 10000000000ull);
+      b->freed_block(1, 1);
+    }
+    b->serialize_to(out, 1);
+    heapsnap::replay::ReplayOptions o;
+    o.heap_cells = true;
+    heapsnap::replay::ReplayResult r = replay_events(out, "cells", o);
+    const auto &c = r.heap_cells;
+    CAPTURE(late);
+    REQUIRE(!c.delta.empty());
+    CHECK(c.delta.size() <= heapsnap::replay::kHeapCells);
+    CHECK(std::accumulate(c.delta.begin(), c.delta.end(), 0.0) == (late ? 500 : 1700 - 200));
+    auto at = [&](uint64_t t) {  // the running sum after t's cell
+      return std::accumulate(c.delta.begin(), c.delta.begin() + long(std::min<size_t>((t >> c.shift) + 1, c.delta.size())), 0.0);
+    };
+    if (!late) {
+      CHECK(c.shift == 17);  // 131 us cells
+      CHECK(at(1000000) == 1000);
+      CHECK(at(2000000) == 1200);
+      CHECK(at(4000000) == 1000);
+      CHECK(at(5000000) == 1500);
+    } else {
+      CHECK((uint64_t(heapsnap::replay::kHeapCells) << c.shift) > 10000000000ull);
+      CHECK((uint64_t(heapsnap::replay::kHeapCells) << (c.shift - 1)) <= 10000000000ull);  // no wider than needed
+      CHECK(at(5000000) == 1500);  // 1, 2, 4 and 5 ms share a 4 ms cell now
+      CHECK(at(10000000000ull) == 500);
+    }
+    heapsnap::replay::ReplayResult none = replay_events(out, "no-cells");
+    CHECK(none.heap_cells.delta.empty());  // only when asked for
   }
 }
 

@@ -426,11 +426,9 @@ int run_path(const PathArgs &a) {
   // inline chain), from the frames the snapshot stepped (RootRange::frame_of).
   json frame_json;
   if (int f = rr.kind == snapshot::kStack ? rr.frame_of(word) : -1; f >= 0) {
-    const auto &chain = c.sym->frames_of(f == 0 ? rr.frame_pc[0] + 1 : rr.frame_pc[f]);  // (a return address after frame 0)
-    if (!chain.empty()) {
-      const replay::DisplayFrame &fr = chain.back();
-      where += ", in the frame of " + fr.readable_label();
-      frame_json = {{"index", f}, {"function", fr.readable_function()}, {"label", fr.readable_label()}};
+    if (const replay::DisplayFrame *fr = c.stack_frame(rr, size_t(f))) {
+      where += ", in the frame of " + fr->readable_label();
+      frame_json = {{"index", f}, {"function", fr->readable_function()}, {"label", fr->readable_label()}};
     }
   }
   if (!a.json)

@@ -232,10 +232,16 @@ struct Context {
     if (o.what != snapshot::RootObject::kThread) return out;
     const auto &rr = snap.roots[o.range];
     for (size_t i = 0; i < rr.frame_pc.size(); ++i) {
-      const auto &chain = sym->frames_of(i == 0 ? rr.frame_pc[0] + 1 : rr.frame_pc[i]);  // (return addresses after 0)
-      out.push_back(chain.empty() ? hex(rr.frame_pc[i]) : chain.back().readable_label());
+      const replay::DisplayFrame *f = stack_frame(rr, i);
+      out.push_back(f ? f->readable_label() : hex(rr.frame_pc[i]));
     }
     return out;
+  }
+  // Frame i of a stack root's range: its physical function (the last of its pc's inline chain;
+  // frame 0's pc is exact, the others are return addresses), or nullptr when not symbolized.
+  const replay::DisplayFrame *stack_frame(const snapshot::RootRange &rr, size_t i) const {
+    const auto &chain = sym->frames_of(i == 0 ? rr.frame_pc[0] + 1 : rr.frame_pc[i]);
+    return chain.empty() ? nullptr : &chain.back();
   }
   json root_json(uint32_t v) const {
     const auto &o = root_of(v);

@@ -303,7 +303,9 @@ bool load_snapshot(capture::CaptureReader &reader, uint32_t index, HeapSnapshot 
       case wire::Record::kSnapshotRoots: {
         const auto &rt = r.snapshot_roots();
         if (rt.index() != index) break;
-        if (rt.target_delta_size() != rt.root_offset_size() || s.addr.empty()) {
+        // (A heap without blocks may still have roots: a thread's stack is written even when it
+        // points at nothing. Targets past the blocks are refused below.)
+        if (rt.target_delta_size() != rt.root_offset_size()) {
           fail(pos, "root columns of unequal length");
           return false;
         }

@@ -90,7 +90,10 @@ RootObjects root_objects(const HeapSnapshot &s, const std::vector<RootModule> &m
   std::map<uint64_t, uint32_t> thread_object;  // by tid
   for (uint32_t r = 0; r < s.roots.size(); ++r) {
     const RootRange &rr = s.roots[r];
-    if (!rr.count) continue;
+    // A thread is an object even when its stack holds no pointer into the heap (nothing held is an
+    // answer too, and a thread's name and frames say where it was); a global range without
+    // pointers is not (there are hundreds).
+    if (!rr.count && rr.kind != kStack) continue;
     if (rr.kind == kStack || rr.kind == kRegisters || rr.kind == kTls) {
       auto [it, fresh] = thread_object.try_emplace(rr.detail, uint32_t(out.objects.size()));
       if (fresh) {

@@ -367,7 +367,7 @@ void scan_roots(Child &c, const regs::Result &rr) {
     if (strcmp(m.path, "[stack]") == 0) {
       uint64_t sp = known_sp(rr, uint32_t(c.main_tid));
       if (sp > start + kRedZone && sp < end) start = sp - kRedZone;
-      scan_root(c, 1, c.main_tid, start, end, "[stack] main thread");
+      scan_root(c, 1, c.main_tid, start, end, "[stack] main thread", true);  // (a thread is a root object even when it holds nothing)
       continue;
     }
     uint32_t tid = 0;
@@ -380,7 +380,7 @@ void scan_roots(Child &c, const regs::Result &rr) {
     if (sp > start + kRedZone && sp < end) start = sp - kRedZone;
     auto scan = [&](uint64_t lo, uint64_t hi) {
       if (tid) {
-        scan_root(c, 1, tid, lo, hi, "thread stack");
+        scan_root(c, 1, tid, lo, hi, "thread stack", true);
       } else if (module) {
         if (lo < module_end) scan_root(c, 0, 0, lo, hi < module_end ? hi : module_end, module, false, libc_arena);
         if (hi > module_end) scan_root(c, 4, 0, lo > module_end ? lo : module_end, hi, "anonymous");

@@ -14,6 +14,8 @@
 #include "snapshot/top_rows.h"
 #include "snapshot/group_retained.h"
 #include "replay/block_types.h"
+#include "replay/root_frames.h"
+#include "snapshot/path_steps.h"
 
 #ifndef HEAPSNAP_VERSION
 #define HEAPSNAP_VERSION "dev"
@@ -280,7 +282,9 @@ json snapshot_json(const snapshot::SnapshotInfo &info, snapshot::HeapSnapshot &s
   snapshot::GraphOptions go;
   go.follow_interior = o.follow_interior;
   go.with_children = true;
-  go.release_edges = true;
+  // The snapshot keeps its edge arrays: a path's hops name the field that points on
+  // (snapshot::pointer_offset reads them), as `heapsnap path` does.
+  go.release_edges = false;
   go.roots = &roots;
   go.leak_clusters = true;
   ObjectGraph g = snapshot::build_object_graph(s, go);
@@ -337,6 +341,9 @@ json snapshot_json(const snapshot::SnapshotInfo &info, snapshot::HeapSnapshot &s
     bfs_parent.assign(g.csr.num_nodes, UINT32_MAX);
     std::vector<uint32_t> queue{0};
     bfs_parent[0] = 0;
+    // Not through the leak node (an unreachable block pointing at a reachable one is no way from a
+    // root), as `heapsnap path` walks.
+    if (g.leak_node && g.leak_node < bfs_parent.size()) bfs_parent[g.leak_node] = 0;
     for (size_t head = 0; head < queue.size(); ++head)
       for (uint32_t w : g.csr.successors(queue[head]))
         if (bfs_parent[w] == UINT32_MAX) {
@@ -356,6 +363,15 @@ json snapshot_json(const snapshot::SnapshotInfo &info, snapshot::HeapSnapshot &s
       return p;
     }
     p["root"] = g.is_root(chain.front()) ? roots.objects[g.root_object(chain.front())].label(s, true) : std::string("(root)");
+    // The root's word, and for a stack word the function whose frame holds it (snapshot/path_steps.h,
+    // replay/root_frames.h: what `heapsnap path` says).
+    if (g.is_root(chain.front()) && chain.size() > 1) {
+      const snapshot::RootWord w = snapshot::root_word(s, roots, g.root_object(chain.front()), ObjectGraph::block_of(chain[1]));
+      if (w.found) p["root_word"] = hex(w.address);
+      if (w.frame >= 0 && w.range < s.roots.size())
+        if (const DisplayFrame *fr = replay::stack_root_frame(sym, s.roots[w.range], size_t(w.frame)))
+          p["root_frame"] = {{"index", w.frame}, {"function", fr->readable_function()}, {"label", fr->readable_label()}};
+    }
     chain.erase(chain.begin());  // the root object: the hops are blocks
     // Long chains (lists) keep their first and last hops.
     constexpr size_t kHead = 4, kTail = 8;
@@ -363,8 +379,22 @@ json snapshot_json(const snapshot::SnapshotInfo &info, snapshot::HeapSnapshot &s
     size_t more = chain.size() > kHead + kTail ? chain.size() - kHead - kTail : 0;
     for (size_t i = 0; i < chain.size(); ++i) {
       if (more && i == kHead) i += more;
-      uint32_t b = ObjectGraph::block_of(chain[i]);
-      hops.push_back({{"address", hex(s.addr[b])}, {"site", row_site(b)}, {"size", s.size[b]}});
+      const uint32_t b = ObjectGraph::block_of(chain[i]);
+      json h = {{"address", hex(s.addr[b])}, {"site", row_site(b)}, {"size", s.size[b]}};
+      // The block's type, and the field holding the pointer to the next hop (a member of the
+      // program's class, a container node's link or value, an element's index), as `heapsnap path`
+      // names them.
+      const std::string &type = types.type_of(b);
+      if (!type.empty()) h["type"] = type;
+      if (i + 1 < chain.size()) {
+        const uint32_t off = snapshot::pointer_offset(s, b, ObjectGraph::block_of(chain[i + 1]));
+        if (off != snapshot::kNoOffset) {
+          h["next_at_offset"] = off;
+          const std::string field = type.empty() ? "" : roots.layouts.field_at(type, off);
+          if (!field.empty()) h["next_in_field"] = field;
+        }
+      }
+      hops.push_back(h);
     }
     p["hops"] = hops;
     p["more"] = more;
@@ -743,7 +773,7 @@ bool build_report_data(const ReportOptions &o, json *out, std::string *error) {
     snapshot::HeapSnapshot s;
     snapshot::LoadOptions lo;
     lo.identity = false;
-    lo.edge_offsets = false;
+    lo.edge_offsets = true;  // paths name the field that points on
     std::string serr;
     if (!snapshot::load_snapshot(*reader, chosen[i], &s, &serr, lo)) {
       note("snapshot " + std::to_string(chosen[i]) + " left out: " + serr);

@@ -440,6 +440,16 @@ def case_snapshots(a):
         if got != change:
             fail("site %s: page diff %d, heapsnap diff %d" % (site, got, change))
     check(cli["sites"], "page diff = `heapsnap diff` for all %d sites" % len(cli["sites"]))
+    # A path from a thread's stack says the function whose frame holds the word, as `heapsnap path`.
+    framed = [(sn, r) for sn in S for r in sn["retainers"] if r.get("path") and r["path"].get("root_frame")]
+    check(any(r["path"]["root_frame"]["label"].startswith("phases (report_program.c:") for _, r in framed),
+          "the scratch block's path starts at a stack word in phases' frame (%s)" %
+          [r["path"]["root_frame"]["label"] for _, r in framed][:4])
+    for sn, r in framed[:2]:
+        cp = hsnap_json(a, "path", "--json", "--snapshot", str(sn["index"]), cap, r["address"])
+        check(r["path"]["root_frame"] == cp["root"].get("frame") and r["path"]["root_word"] == cp["root"]["address"],
+              "the path to %s starts in the frame of %s at %s, as `heapsnap path` says" %
+              (r["address"], r["path"]["root_frame"]["label"], r["path"]["root_word"]))
     for sn in S:
         tr = hsnap_json(a, "top-retainers", "--json", "--snapshot", str(sn["index"]), cap)
         if sn["tree"]["retained"][0] != tr["total_reachable_bytes"]:
@@ -452,7 +462,7 @@ def case_snapshots(a):
             fail("snapshot %d: a group's children retain more than the group" % sn["index"])
     check(True, "dominator trees: roots = reachable bytes, children within their parents")
     # Layout (issue 31.1 to 31.4) and the keyboard, at a wide and a narrow window.
-    needs = ["sticky-header", "pickers", "snapshots", "diff-expand", "timeline-rss"]
+    needs = ["sticky-header", "pickers", "snapshots", "diff-expand", "timeline-rss", "path-frame"]
     render(a, path, "snaps-800", size=(800, 3000), selftest_needs=needs)
     dom = render(a, path, "snaps", selftest_needs=needs)
     check_charts(dom, d)

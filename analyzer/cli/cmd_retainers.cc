@@ -8,6 +8,7 @@
 
 #include "cli/commands.h"
 #include "cli/retainers_context.h"
+#include "snapshot/path_steps.h"
 
 namespace heapsnap::cli {
 namespace retainers {
@@ -398,37 +399,25 @@ int run_path(const PathArgs &a) {
   const uint32_t root_node = chain[0];
   chain.erase(chain.begin());
   const snapshot::RootObject &ro = c.root_of(root_node);
-  const uint32_t obj = g.root_object(root_node);
-  // The word that points at the first block: in one of the object's ranges (a thread object has
-  // its stack's, its registers' and its TLS's).
-  uint32_t range = ro.range;
-  uint32_t first = ObjectGraph::block_of(chain[0]);
-  uint64_t root_off = 0;
-  for (uint32_t r = 0, found = 0; r < c.snap.roots.size() && !found; ++r) {
-    const auto &cand = c.snap.roots[r];
-    for (uint32_t k = cand.first; k < cand.first + cand.count; ++k)
-      if (c.roots.object_of_word[k] == obj && c.snap.root_target[k] == first) {
-        range = r;
-        root_off = c.snap.root_offset[k];
-        found = 1;
-        break;
-      }
-  }
-  const auto &rr = c.snap.roots[range];
+  // The word that points at the first block, and for a stack word the frame holding it
+  // (snapshot/path_steps.h, shared with the report's paths).
+  const snapshot::RootWord rw = snapshot::root_word(c.snap, c.roots, g.root_object(root_node), ObjectGraph::block_of(chain[0]));
+  const auto &rr = c.snap.roots[rw.range];
+  const uint64_t root_off = rw.offset;
   json hops = json::array();
   // A register root is the tracer's copy of a thread's registers: its offset names the register.
   bool in_register = rr.kind == snapshot::kRegisters;
-  const uint64_t word = rr.start + root_off;
+  const uint64_t word = rw.address;
   std::string where = "+" + std::to_string(root_off);
   if (in_register) where += " " + std::string(snapshot::register_name(root_off));
   if (ro.what == snapshot::RootObject::kVariable && word != ro.start) where += ", " + ro.name + "+" + std::to_string(word - ro.start);
   // A stack word: the function whose frame holds it (the physical frame: the last of its pc's
-  // inline chain), from the frames the snapshot stepped (RootRange::frame_of).
+  // inline chain).
   json frame_json;
-  if (int f = rr.kind == snapshot::kStack ? rr.frame_of(word) : -1; f >= 0) {
-    if (const replay::DisplayFrame *fr = c.stack_frame(rr, size_t(f))) {
+  if (rw.frame >= 0) {
+    if (const replay::DisplayFrame *fr = c.stack_frame(rr, size_t(rw.frame))) {
       where += ", in the frame of " + fr->readable_label();
-      frame_json = {{"index", f}, {"function", fr->readable_function()}, {"label", fr->readable_label()}};
+      frame_json = {{"index", rw.frame}, {"function", fr->readable_function()}, {"label", fr->readable_label()}};
     }
   }
   if (!a.json)
@@ -450,13 +439,8 @@ int run_path(const PathArgs &a) {
     h["size"] = c.snap.size[b];
     if (i + 1 < chain.size()) {
       // Offset of the pointer to the next hop inside this block.
-      uint32_t nb = ObjectGraph::block_of(chain[i + 1]);
-      uint32_t off = 0;
-      for (uint64_t k = c.snap.edge_begin[b]; k < c.snap.edge_begin[b + 1]; ++k)
-        if (c.snap.edge_target[k] == nb) {
-          off = c.snap.edge_offset[k];
-          break;
-        }
+      const uint32_t found = snapshot::pointer_offset(c.snap, b, ObjectGraph::block_of(chain[i + 1]));
+      const uint32_t off = found == snapshot::kNoOffset ? 0 : found;
       h["next_at_offset"] = off;
       // The field, by the block's type: a member of the program's class (DWARF), a container
       // node's link or value, an element's index.

@@ -25,6 +25,7 @@
 #include "cli/term_style.h"
 #include "replay/block_types.h"
 #include "replay/replay.h"
+#include "replay/root_frames.h"
 #include "replay/stack_symbolizer.h"
 #include "snapshot/object_graph.h"
 #include "snapshot/root_objects.h"
@@ -237,11 +238,9 @@ struct Context {
     }
     return out;
   }
-  // Frame i of a stack root's range: its physical function (the last of its pc's inline chain;
-  // frame 0's pc is exact, the others are return addresses), or nullptr when not symbolized.
+  // Frame i of a stack root's range: its physical function (replay::stack_root_frame), or nullptr.
   const replay::DisplayFrame *stack_frame(const snapshot::RootRange &rr, size_t i) const {
-    const auto &chain = sym->frames_of(i == 0 ? rr.frame_pc[0] + 1 : rr.frame_pc[i]);
-    return chain.empty() ? nullptr : &chain.back();
+    return replay::stack_root_frame(*sym, rr, i);
   }
   json root_json(uint32_t v) const {
     const auto &o = root_of(v);

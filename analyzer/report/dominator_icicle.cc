@@ -6,10 +6,11 @@
 
 namespace heapsnap::report {
 
-SiteIcicle dominator_icicle(const snapshot::HeapSnapshot &s, const snapshot::ObjectGraph &g, const IcicleBudget &budget) {
+SiteIcicle dominator_icicle(const snapshot::HeapSnapshot &s, const snapshot::ObjectGraph &g,
+                            const std::vector<uint32_t> &site_of, const IcicleBudget &budget) {
   using snapshot::ObjectGraph;
   SiteIcicle t;
-  auto add = [&](uint32_t parent, uint64_t site, uint32_t example, bool other) {
+  auto add = [&](uint32_t parent, uint32_t site, uint32_t example, bool other) {
     t.parent.push_back(parent);
     t.site.push_back(site);
     t.example.push_back(example);
@@ -19,7 +20,7 @@ SiteIcicle dominator_icicle(const snapshot::HeapSnapshot &s, const snapshot::Obj
     t.other.push_back(other);
     return uint32_t(t.parent.size() - 1);
   };
-  add(0, 0, UINT32_MAX, false);
+  add(0, kNoSite, UINT32_MAX, false);
   // All reachable memory: what no root reaches (under the leak node) is not in the icicle, and
   // root objects are no objects of the heap.
   uint64_t total = g.reachable_bytes();
@@ -35,7 +36,7 @@ SiteIcicle dominator_icicle(const snapshot::HeapSnapshot &s, const snapshot::Obj
     std::vector<uint32_t> members; // graph nodes of the group
   };
   struct Group {
-    uint64_t site = 0;
+    uint32_t site = kNoSite;
     uint32_t example = 0;
     uint64_t count = 0, shallow = 0, retained = 0;
     std::vector<uint32_t> members;
@@ -45,7 +46,7 @@ SiteIcicle dominator_icicle(const snapshot::HeapSnapshot &s, const snapshot::Obj
   while (!queue.empty() && t.nodes() < max_nodes) {
     Pending p = std::move(queue.front());
     queue.pop_front();
-    std::unordered_map<uint64_t, Group> groups;
+    std::unordered_map<uint32_t, Group> groups;
     // The members' children that are blocks; a root object's children stand in for it (the top
     // level holds what the roots hold), and the leak node's are left out.
     std::vector<uint32_t> kids;
@@ -56,10 +57,12 @@ SiteIcicle dominator_icicle(const snapshot::HeapSnapshot &s, const snapshot::Obj
           for (uint32_t gc : g.children.successors(ch)) kids.push_back(gc);
       }
     for (uint32_t ch : kids) {
-      uint32_t b = ObjectGraph::block_of(ch);
-      Group &gr = groups[s.call_site[b]];
+      const uint32_t b = ObjectGraph::block_of(ch);
+      if (b >= s.blocks()) continue;  // not a block of this snapshot: nothing to group
+      const uint32_t site = b < site_of.size() ? site_of[b] : kNoSite;
+      Group &gr = groups[site];
       if (!gr.count) {
-        gr.site = s.call_site[b];
+        gr.site = site;
         gr.example = b;
       }
       ++gr.count;
@@ -95,7 +98,7 @@ SiteIcicle dominator_icicle(const snapshot::HeapSnapshot &s, const snapshot::Obj
       if (p.depth < budget.max_depth) queue.push_back({id, p.depth + 1, std::move(gr->members)});
     }
     if (have_rest && rest.retained > 0 && t.nodes() < max_nodes) {
-      uint32_t id = add(p.node, 0, UINT32_MAX, true);
+      uint32_t id = add(p.node, kNoSite, UINT32_MAX, true);
       t.retained[id] = rest.retained;
       t.objects[id] = rest.count;
       t.shallow[id] = rest.shallow;

@@ -14,6 +14,8 @@
 #include "snapshot/top_rows.h"
 #include "snapshot/group_retained.h"
 #include "replay/block_types.h"
+#include "replay/root_frames.h"
+#include "snapshot/path_steps.h"
 
 #ifndef HEAPSNAP_VERSION
 #define HEAPSNAP_VERSION "dev"
@@ -206,26 +208,27 @@ json leaks_json(const ReplayResult &r, StackSymbolizer &sym, const ReportOptions
 
 // --- snapshots -----------------------------------------------------------------------------------
 
-// The site table shared by every snapshot section: address (a call site, or the program frame a
-// sampled stack gives) -> index.
+// The site table shared by every snapshot section: a program site (StackSymbolizer::site_id: one
+// id per function, source line and module, however many return addresses reach it) -> row. The
+// symbolizer is one for the whole report, so a site is the same row in every snapshot: the diffs
+// between snapshots match sites by that identity, not by an address.
 // A row's stack (the diff and retaining-site rows expand to it): the allocation stack of one of the
 // site's blocks, for the sites a snapshot's tables can show (its biggest by bytes and by retained
 // bytes). The rest of the up to max_sites rows per snapshot carry none: the page stays within its
 // size budget, and says so where such a row is expanded.
 struct SiteTable {
   std::string exe;  // the program's executable (frame_kind)
-  std::unordered_map<uint64_t, uint32_t> index;
+  std::unordered_map<uint32_t, uint32_t> index;
   json rows = json::array();
-  uint32_t of(uint64_t call_site, StackSymbolizer &sym) {
-    auto [it, fresh] = index.try_emplace(call_site, uint32_t(rows.size()));
+  uint32_t of(uint32_t site_id, StackSymbolizer &sym) {
+    auto [it, fresh] = index.try_emplace(site_id, uint32_t(rows.size()));
     if (fresh) {
-      // The first frame of the program in the call site's inline chain (the dominator tree groups
-      // blocks by call site: no stack is walked here).
-      const auto &f = sym.site_frame(call_site);
+      const uint64_t address = site_id < sym.site_ids() ? sym.site_id_address(site_id) : 0;
+      const auto &f = sym.site_frame(address);
       json j;
       j["label"] = sym.site_label(f);
       j["module"] = f.module;
-      j["address"] = hex(call_site);
+      j["address"] = hex(address);
       j["kind"] = int(frame_kind(f, exe));
       rows.push_back(j);
     }
@@ -234,6 +237,19 @@ struct SiteTable {
   bool has_stack(uint32_t site) const { return rows[site].contains("stack"); }
   void give_stack(uint32_t site, json stack) { rows[site]["stack"] = std::move(stack); }
 };
+
+// Each block's program site as top-retainers --by site and dominators group blocks
+// (cli/retainers_context.h, Context::site_id): the first frame of the program in the block's
+// sampled stack, else in its call site's inline chain (or the sampled stacks through that call
+// site), as one id per distinct site.
+std::vector<uint32_t> block_sites(const snapshot::HeapSnapshot &s, const ReplayResult &r, StackSymbolizer &sym) {
+  std::vector<uint32_t> out(s.blocks());
+  for (uint32_t b = 0; b < s.blocks(); ++b) {
+    const uint32_t st = b < s.stack.size() ? s.stack[b] : 0;
+    out[b] = sym.site_id(sym.site_address(r.stacks, r.stacks.valid(st) ? st : 0, s.call_site[b]));
+  }
+  return out;
+}
 
 // Which snapshots to analyse: complete ones, at most `max`, evenly spread, first and last kept.
 // What holds `node`, as top-retainers says it: the root object at the top of its dominator chain
@@ -266,7 +282,9 @@ json snapshot_json(const snapshot::SnapshotInfo &info, snapshot::HeapSnapshot &s
   snapshot::GraphOptions go;
   go.follow_interior = o.follow_interior;
   go.with_children = true;
-  go.release_edges = true;
+  // The snapshot keeps its edge arrays: a path's hops name the field that points on
+  // (snapshot::pointer_offset reads them), as `heapsnap path` does.
+  go.release_edges = false;
   go.roots = &roots;
   go.leak_clusters = true;
   ObjectGraph g = snapshot::build_object_graph(s, go);
@@ -287,12 +305,15 @@ json snapshot_json(const snapshot::SnapshotInfo &info, snapshot::HeapSnapshot &s
   j["reachable_blocks"] = g.retained.count[0] - 1 - g.num_roots - (unreachable_blocks ? unreachable_blocks + 1 : 0);
   j["pause_ms"] = double(info.pause_ns) / 1e6;
 
+  // Every table and the icicle group blocks by their program site, as the CLI does.
+  const std::vector<uint32_t> site_key = block_sites(s, r, sym);
+
   // Dominator tree by site.
-  SiteIcicle ic = dominator_icicle(s, g, o.icicle);
+  SiteIcicle ic = dominator_icicle(s, g, site_key, o.icicle);
   json tree;
   std::vector<int64_t> site_col(ic.nodes());
   for (size_t v = 0; v < ic.nodes(); ++v)
-    site_col[v] = (v == 0 || ic.other[v]) ? -1 : int64_t(sites.of(ic.site[v], sym));
+    site_col[v] = (v == 0 || ic.other[v] || ic.site[v] == kNoSite) ? -1 : int64_t(sites.of(ic.site[v], sym));
   tree["parent"] = ic.parent;
   tree["site"] = site_col;
   tree["retained"] = ic.retained;
@@ -306,12 +327,9 @@ json snapshot_json(const snapshot::SnapshotInfo &info, snapshot::HeapSnapshot &s
 
   // Top retainers by object: one row per structure, as `top-retainers` lists them
   // (snapshot/top_rows.h); unreachable structures have a table of their own.
-  // A row's site is the program's frame of the block's sampled stack when it has one, as
-  // `top-retainers` names it (the call site alone is often the library's out-of-line code).
-  auto row_site = [&](uint32_t b) {
-    const uint32_t st = b < s.stack.size() ? s.stack[b] : 0;
-    return sites.of(sym.site_address(r.stacks, r.stacks.valid(st) ? st : 0, s.call_site[b]), sym);
-  };
+  // A row's site is the block's program site, as `top-retainers` names it (the call site alone is
+  // often the library's out-of-line code).
+  auto row_site = [&](uint32_t b) { return sites.of(site_key[b], sym); };
   snapshot::RootChildren root_children;
   root_children.build(g);
   const std::vector<snapshot::TopRow> top = snapshot::top_rows(g, roots, root_children, row_site, o.table_rows, false);
@@ -323,6 +341,9 @@ json snapshot_json(const snapshot::SnapshotInfo &info, snapshot::HeapSnapshot &s
     bfs_parent.assign(g.csr.num_nodes, UINT32_MAX);
     std::vector<uint32_t> queue{0};
     bfs_parent[0] = 0;
+    // Not through the leak node (an unreachable block pointing at a reachable one is no way from a
+    // root), as `heapsnap path` walks.
+    if (g.leak_node && g.leak_node < bfs_parent.size()) bfs_parent[g.leak_node] = 0;
     for (size_t head = 0; head < queue.size(); ++head)
       for (uint32_t w : g.csr.successors(queue[head]))
         if (bfs_parent[w] == UINT32_MAX) {
@@ -342,6 +363,15 @@ json snapshot_json(const snapshot::SnapshotInfo &info, snapshot::HeapSnapshot &s
       return p;
     }
     p["root"] = g.is_root(chain.front()) ? roots.objects[g.root_object(chain.front())].label(s, true) : std::string("(root)");
+    // The root's word, and for a stack word the function whose frame holds it (snapshot/path_steps.h,
+    // replay/root_frames.h: what `heapsnap path` says).
+    if (g.is_root(chain.front()) && chain.size() > 1) {
+      const snapshot::RootWord w = snapshot::root_word(s, roots, g.root_object(chain.front()), ObjectGraph::block_of(chain[1]));
+      if (w.found) p["root_word"] = hex(w.address);
+      if (w.frame >= 0 && w.range < s.roots.size())
+        if (const DisplayFrame *fr = replay::stack_root_frame(sym, s.roots[w.range], size_t(w.frame)))
+          p["root_frame"] = {{"index", w.frame}, {"function", fr->readable_function()}, {"label", fr->readable_label()}};
+    }
     chain.erase(chain.begin());  // the root object: the hops are blocks
     // Long chains (lists) keep their first and last hops.
     constexpr size_t kHead = 4, kTail = 8;
@@ -349,8 +379,22 @@ json snapshot_json(const snapshot::SnapshotInfo &info, snapshot::HeapSnapshot &s
     size_t more = chain.size() > kHead + kTail ? chain.size() - kHead - kTail : 0;
     for (size_t i = 0; i < chain.size(); ++i) {
       if (more && i == kHead) i += more;
-      uint32_t b = ObjectGraph::block_of(chain[i]);
-      hops.push_back({{"address", hex(s.addr[b])}, {"site", row_site(b)}, {"size", s.size[b]}});
+      const uint32_t b = ObjectGraph::block_of(chain[i]);
+      json h = {{"address", hex(s.addr[b])}, {"site", row_site(b)}, {"size", s.size[b]}};
+      // The block's type, and the field holding the pointer to the next hop (a member of the
+      // program's class, a container node's link or value, an element's index), as `heapsnap path`
+      // names them.
+      const std::string &type = types.type_of(b);
+      if (!type.empty()) h["type"] = type;
+      if (i + 1 < chain.size()) {
+        const uint32_t off = snapshot::pointer_offset(s, b, ObjectGraph::block_of(chain[i + 1]));
+        if (off != snapshot::kNoOffset) {
+          h["next_at_offset"] = off;
+          const std::string field = type.empty() ? "" : roots.layouts.field_at(type, off);
+          if (!field.empty()) h["next_in_field"] = field;
+        }
+      }
+      hops.push_back(h);
     }
     p["hops"] = hops;
     p["more"] = more;
@@ -392,15 +436,16 @@ json snapshot_json(const snapshot::SnapshotInfo &info, snapshot::HeapSnapshot &s
   j["retainers"] = objs;
 
   // Top retaining sites: a site's retained bytes count each block once (only the topmost block
-  // of the site on each dominator chain contributes), as `top-retainers --by site` counts them.
-  std::unordered_map<uint64_t, uint32_t> local;
-  std::vector<uint64_t> local_site;
+  // of the site on each dominator chain contributes), as `top-retainers --by site` counts them:
+  // what no root reaches (the leak cliques under the leak node) counts too, as there.
+  std::unordered_map<uint32_t, uint32_t> local;
+  std::vector<uint32_t> local_site;  // per local site: its site id
   std::vector<uint32_t> site_of(g.csr.num_nodes, 0);
   std::vector<uint32_t> first_block;  // per local site: its first block (for its stack)
   for (uint32_t b = 0; b < s.blocks(); ++b) {
-    auto [it, fresh] = local.try_emplace(s.call_site[b], uint32_t(local_site.size()));
+    auto [it, fresh] = local.try_emplace(site_key[b], uint32_t(local_site.size()));
     if (fresh) {
-      local_site.push_back(s.call_site[b]);
+      local_site.push_back(site_key[b]);
       first_block.push_back(b);
     }
     site_of[b + 1] = it->second;
@@ -417,7 +462,6 @@ json snapshot_json(const snapshot::SnapshotInfo &info, snapshot::HeapSnapshot &s
   while (!stack.empty()) {
     auto [v, leaving] = stack.back();
     stack.pop_back();
-    if (v == g.leak_node) continue;  // reachable memory only
     if (g.is_block(v)) {
       uint32_t st = site_of[v];
       if (leaving) {
@@ -501,7 +545,7 @@ json snapshot_json(const snapshot::SnapshotInfo &info, snapshot::HeapSnapshot &s
       bool cycle = false;
       for (const auto &lc : g.leaks)
         if (lc.node == v) cycle = lc.cycle;
-      json row = {{"address", hex(s.addr[b])}, {"site", sites.of(s.call_site[b], sym)}, {"bytes", g.retained.bytes[v]},
+      json row = {{"address", hex(s.addr[b])}, {"site", row_site(b)}, {"bytes", g.retained.bytes[v]},
                   {"blocks", g.retained.count[v]}, {"cycle", cycle}, {"type", types.type_of(b)},
                   {"stack", stack_json(block_stack(s, b, r, sym), o.stack_frames)}};
       ua.push_back(row);
@@ -729,7 +773,7 @@ bool build_report_data(const ReportOptions &o, json *out, std::string *error) {
     snapshot::HeapSnapshot s;
     snapshot::LoadOptions lo;
     lo.identity = false;
-    lo.edge_offsets = false;
+    lo.edge_offsets = true;  // paths name the field that points on
     std::string serr;
     if (!snapshot::load_snapshot(*reader, chosen[i], &s, &serr, lo)) {
       note("snapshot " + std::to_string(chosen[i]) + " left out: " + serr);

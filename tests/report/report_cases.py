@@ -418,20 +418,38 @@ def case_snapshots(a):
     check([x["index"] for x in S] == [x["index"] for x in snaps], "every complete snapshot analysed")
     check(S[1]["bytes"] > S[0]["bytes"] > 0, "the cache grew between the first two")
     # The page's diff is computed from the per-site tables: they must agree with `heapsnap diff`.
+    # A site is one row of the site table in every snapshot (its identity: function, line and
+    # module), so the page matches the two sides by row; `heapsnap diff` keys by the site's
+    # address, which may split one line reached from two addresses: its rows are summed by label.
+    labels = [x["label"] for x in d["sites"]]
+    check(len(labels) == len(set(labels)), "one site table row per site, shared by the snapshots")
     def by_label(sn):
         out = {}
         t = sn["sites"]
         for i, site in enumerate(t["site"]):
-            key = d["sites"][site]["address"]
+            key = d["sites"][site]["label"]
             out[key] = out.get(key, 0) + t["bytes"][i]
         return out
     before, after = by_label(S[0]), by_label(S[1])
     cli = hsnap_json(a, "diff", "--json", "-n", "1000", "%s:%d" % (cap, S[0]["index"]), "%s:%d" % (cap, S[1]["index"]))
+    cli_change = {}
     for row in cli["sites"]:
-        got = after.get(row["call_site"], 0) - before.get(row["call_site"], 0)
-        if got != row["bytes_change"]:
-            fail("site %s: page diff %d, heapsnap diff %d" % (row["site"], got, row["bytes_change"]))
+        cli_change[row["site"]] = cli_change.get(row["site"], 0) + row["bytes_change"]
+    for site, change in cli_change.items():
+        got = after.get(site, 0) - before.get(site, 0)
+        if got != change:
+            fail("site %s: page diff %d, heapsnap diff %d" % (site, got, change))
     check(cli["sites"], "page diff = `heapsnap diff` for all %d sites" % len(cli["sites"]))
+    # A path from a thread's stack says the function whose frame holds the word, as `heapsnap path`.
+    framed = [(sn, r) for sn in S for r in sn["retainers"] if r.get("path") and r["path"].get("root_frame")]
+    check(any(r["path"]["root_frame"]["label"].startswith("phases (report_program.c:") for _, r in framed),
+          "the scratch block's path starts at a stack word in phases' frame (%s)" %
+          [r["path"]["root_frame"]["label"] for _, r in framed][:4])
+    for sn, r in framed[:2]:
+        cp = hsnap_json(a, "path", "--json", "--snapshot", str(sn["index"]), cap, r["address"])
+        check(r["path"]["root_frame"] == cp["root"].get("frame") and r["path"]["root_word"] == cp["root"]["address"],
+              "the path to %s starts in the frame of %s at %s, as `heapsnap path` says" %
+              (r["address"], r["path"]["root_frame"]["label"], r["path"]["root_word"]))
     for sn in S:
         tr = hsnap_json(a, "top-retainers", "--json", "--snapshot", str(sn["index"]), cap)
         if sn["tree"]["retained"][0] != tr["total_reachable_bytes"]:
@@ -444,7 +462,7 @@ def case_snapshots(a):
             fail("snapshot %d: a group's children retain more than the group" % sn["index"])
     check(True, "dominator trees: roots = reachable bytes, children within their parents")
     # Layout (issue 31.1 to 31.4) and the keyboard, at a wide and a narrow window.
-    needs = ["sticky-header", "pickers", "snapshots", "diff-expand", "timeline-rss"]
+    needs = ["sticky-header", "pickers", "snapshots", "diff-expand", "timeline-rss", "path-frame"]
     render(a, path, "snaps-800", size=(800, 3000), selftest_needs=needs)
     dom = render(a, path, "snaps", selftest_needs=needs)
     check_charts(dom, d)
@@ -562,6 +580,103 @@ def case_errors(a):
     check(r.returncode == 0 and r.stdout.startswith("<!DOCTYPE html>"), "-o - writes the page to stdout")
     r = run([a.heapsnap, "report", cap, "-o", cap])
     check(r.returncode == 2 and os.path.exists(cap), "refuses to overwrite the capture")
+
+
+def stl_figures(a, cap, d, strict):
+    """The report's sites for roots_app against the CLI's: the icicle's first level as
+    `dominators`, the retaining sites and per-site tables as `top-retainers --by site`, each path's
+    types and fields as `heapsnap path`. strict (every allocation's stack recorded): the sites are
+    the program's frames, never libstdc++'s."""
+    check(len(d["snapshots"]) == 1, "one snapshot analysed")
+    sn = d["snapshots"][0]
+    label = lambda i: d["sites"][i]["label"] if i >= 0 else "[other]"
+    # The icicle: one group per program site.
+    T = sn["tree"]
+    other = set(T["other"])
+    groups = [v for v in range(1, len(T["parent"])) if v not in other]
+    names = [label(T["site"][v]) for v in groups]
+    if strict:
+        check(groups and not any("__new_allocator" in n or n.split(" (")[0].endswith("::allocate()") for n in names),
+              "no icicle group is the library's allocate() (%s)" % sorted(set(names))[:8])
+        check(any(re.fullmatch(r"fill_cache\(\) \(roots_app\.cc:\d+\)", n) for n in names) and
+              any(re.fullmatch(r"add_sessions\(\) \(roots_app\.cc:\d+\)", n) for n in names),
+              "the icicle's groups are the program's frames, fill_cache() and add_sessions() among them (%s)" % sorted(set(names))[:8])
+    top = {}
+    for v in groups:
+        if T["parent"][v] == 0:
+            check(label(T["site"][v]) not in top, "one top-level group per site (%s)" % label(T["site"][v]))
+            top[label(T["site"][v])] = T["retained"][v]
+    if strict:
+        first = sorted(top, key=lambda k: -top[k])
+        check(re.fullmatch(r"add_sessions\(\) \(roots_app\.cc:\d+\)", first[0]) and not any(k.startswith("std::") for k in first[:3]),
+              "the biggest first-level group, g_sessions' map nodes, is add_sessions()'s line, not libstdc++'s tree insert (%s)" % first[:3])
+    cli_dom = {g["site"]: g["retained_bytes"] for g in hsnap_json(a, "dominators", "--json", "-n", "200", "--depth", "1", cap)["tree"]
+               if not g.get("unreachable")}
+    check(top and all(cli_dom.get(k) == v for k, v in top.items()),
+          "the icicle's first level is `dominators`' first level: %s" % [(k, v, cli_dom.get(k)) for k, v in top.items()][:6])
+    # The retaining sites table, as `top-retainers --by site` counts each site.
+    cli = {s["site"]: s for s in hsnap_json(a, "top-retainers", "--json", "--by", "site", "-n", "1000", cap)["sites"]}
+    rows = [(label(r["site"]), r) for r in sn["retaining_sites"]]
+    if strict:
+        check(rows and all(not n.startswith("std::") for n, _ in rows[:3]) and
+              any(re.fullmatch(r"fill_cache\(\) \(roots_app\.cc:\d+\)", n) for n, _ in rows),
+              "the top retaining sites are the program's frames (%s)" % [n for n, _ in rows][:6])
+    bad = [(n, r["retained"], r["shallow"], r["blocks"], cli.get(n)) for n, r in rows
+           if n not in cli or (r["retained"], r["shallow"], r["blocks"]) !=
+           (cli[n]["retained_bytes"], cli[n]["shallow_bytes"], cli[n]["blocks"])]
+    check(not bad, "every retaining site's retained and shallow bytes and blocks as `top-retainers --by site` (%s)" % bad[:3])
+    check(len({n for n, _ in rows}) == len(rows), "one row per site")
+    # Every block by site (the diffs' tables): one entry per site, blocks and bytes as the CLI's
+    # shallow figures, and no two snapshot-site rows with one label.
+    S = sn["sites"]
+    tab = {label(i): (c, b) for i, c, b in zip(S["site"], S["count"], S["bytes"])}
+    check(len(tab) == len(S["site"]), "the per-site table has one entry per site")
+    check(all(tab[n] == (cli[n]["blocks"], cli[n]["shallow_bytes"]) for n in tab if n in cli and cli[n]["retained_bytes"]),
+          "its blocks and bytes per site as `top-retainers --by site` counts them")
+    labels = [s["label"] for s in d["sites"]]
+    check(len(labels) == len(set(labels)), "each site is one row of the site table (%d)" % len(labels))
+    # Paths: each hop's type and the field that points on, as `heapsnap path` names them.
+    paths = [r for r in sn["retainers"] if r.get("path") and r["path"]["hops"]]
+    check(paths, "retainer rows with paths")
+    fields = 0
+    for r in paths[:6]:
+        cp = hsnap_json(a, "path", "--json", cap, r["address"])
+        hops = r["path"]["hops"]
+        if r["path"]["more"] == 0:
+            got = [(h.get("type"), h.get("next_in_field")) for h in hops]
+            want = [(h.get("type"), h.get("next_in_field")) for h in cp["hops"]]
+            check(got == want, "path to %s: types and fields as `heapsnap path` (%s)" % (r["address"], got))
+        check(r["path"].get("root_frame", {}).get("label") == cp["root"].get("frame", {}).get("label"),
+              "path to %s: the root's frame as `heapsnap path` (%s)" % (r["address"], r["path"].get("root_frame")))
+        fields += sum(1 for h in hops if h.get("next_in_field"))
+    check(fields >= 1, "a path hop names its field (%d)" % fields)
+    return paths
+
+
+def case_stl(a):
+    """A C++ program with STL containers (tests/programs/roots_app.cc, -g -O1; --program is it):
+    the icicle, the retaining sites table and the per-site tables group blocks by the program's
+    own frame, as `top-retainers --by site` and `dominators` do, never by the library's insert or
+    allocate(); a path names each hop's type and the field that points on (issue 29). With every
+    stack recorded the sites are the program's frames; sampled, some blocks have only their call
+    site, and the report still counts each site as the CLI does."""
+    need_chromium()
+    cap = record(a, "stl", [a.program], ["--snapshot-at-exit", "--sample-bytes", "1"])
+    path, page = report(a, cap, "stl")
+    d = page_data(page)
+    paths = stl_figures(a, cap, d, True)
+    needs = ["snapshots", "path-fields"]
+    if any(r["path"].get("root_frame") for r in paths):
+        needs.append("path-frame")
+    dom = render(a, path, "stl", selftest_needs=needs)
+    text = dom.text.get("retainers-table", "")
+    check(re.search(r"field \+\d+ \(\w[^)]*\) →", text), "the page shows a hop's field (%s)" % text[:300])
+    drawn = [g[1].get("aria-label", "") for g in dom.find("dom-chart", "g", cls="n")]
+    check(any(x.startswith("fill_cache() (roots_app.cc:") for x in drawn) and not any("__new_allocator" in x for x in drawn),
+          "the drawn icicle names program frames (%s)" % drawn[:4])
+    sampled = record(a, "stl_sampled", [a.program], ["--snapshot-at-exit"])
+    _, page = report(a, sampled, "stl_sampled")
+    stl_figures(a, sampled, page_data(page), False)
 
 
 CASES = {k[5:]: v for k, v in globals().items() if k.startswith("case_")}

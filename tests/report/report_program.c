@@ -4,7 +4,9 @@
 //                           three phases, each ending with a marker and (unless nosnap) a
 //                           snapshot request through the client API (heapsnap.h): a cache of
 //                           lists grows (cache_insert -> make_entry), a buffer pool is filled,
-//                           some blocks leak, then part of the cache is dropped.
+//                           some blocks leak, then part of the cache is dropped. A local of
+//                           phases() holds a scratch block across the two requests (a path from
+//                           a thread's stack, in phases' frame).
 //   report_program stacks D recursion through four functions chosen by the bits of a counter, D
 //                           levels deep: 4^D distinct allocation stacks, each allocating once.
 //   report_program ramp MS  a heap that climbs for MS milliseconds (a 4 KiB block every ms), then
@@ -79,15 +81,26 @@ static void leak_some(int n) {
 
 static int g_snapshots = 1;
 
+// Waits `ms` milliseconds in this program's own code, not in a system call: a snapshot taken
+// meanwhile steps the thread's frames from here up through its callers (from inside libc's
+// nanosleep it may not get past libc), so that a stack word names its function's frame.
+static void spin_ms(long ms) {
+  struct timespec t0, t;
+  clock_gettime(CLOCK_MONOTONIC, &t0);
+  do {
+    for (int i = 0; i < 100000; ++i) g_sink += (uintptr_t)i;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+  } while ((t.tv_sec - t0.tv_sec) * 1000 + (t.tv_nsec - t0.tv_nsec) / 1000000 < ms);
+}
+
 // Marks the end of a phase on the timeline and asks for a snapshot, then gives the tracer time
 // to take it (it does within ~100 ms) while the heap stays as it is.
 static void phase_done(const char *what) {
   heapsnap_marker(what);
   if (g_snapshots) heapsnap_snapshot(what);
-  struct timespec ts = {0, 25 * 1000 * 1000};
   for (int i = 0; i < 10; ++i) {
     free(malloc(16));
-    nanosleep(&ts, NULL);
+    spin_ms(25);
   }
 }
 
@@ -95,10 +108,13 @@ static int phases(void) {
   g_cache = calloc(BUCKETS, sizeof *g_cache);
   for (long k = 0; k < 3000; ++k) cache_insert(k, 64 + (size_t)(k % 5) * 32);
   fill_pool(200, 1024);
+  char *volatile scratch = malloc(65536);  // -O0: the pointer sits in this frame while phase_done runs
+  memset(scratch, 1, 65536);
   phase_done("cache warm");
   for (long k = 3000; k < 9000; ++k) cache_insert(k, 96 + (size_t)(k % 7) * 16);
   leak_some(100);
   phase_done("cache full");
+  free(scratch);
   cache_drop_half();
   for (int i = 0; i < 100; ++i) free(g_pool[i]);
   heapsnap_marker("half dropped");

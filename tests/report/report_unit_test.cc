@@ -1,7 +1,8 @@
 // The report's aggregation on hand-built inputs: the flame tree merges stacks by frame name and
 // keeps its totals when cut to a budget; the heap line keeps its extremes and the exact peak;
 // the embedded JSON cannot end its <script> element; the page has every slot filled; the
-// snapshots analysed are spread in time and keep the at-peak one.
+// snapshots analysed are spread in time and keep the at-peak one; the dominator icicle groups
+// blocks by the site key it is given, not by their call-site address.
 #include <doctest/doctest.h>
 
 #include <nlohmann/json.hpp>
@@ -11,11 +12,13 @@
 #include <string>
 #include <vector>
 
+#include "report/dominator_icicle.h"
 #include "report/flame_tree.h"
 #include "report/html_page.h"
 #include "report/report_data.h"
 #include "report/timeline_series.h"
 #include "replay_builder.h"
+#include "snapshot/object_graph.h"
 
 namespace rp = heapsnap::report;
 using heapsnap::replay::ReplayResult;
@@ -271,4 +274,82 @@ TEST_CASE("snapshots analysed: spread in time, the at-peak one always kept") {
   list.pop_back();
   list.erase(list.begin() + 6);  // no at-peak snapshot
   CHECK(rp::choose_snapshots(list, 4) == std::vector<uint32_t>{1, 3, 4, 6});
+}
+
+namespace {
+
+// A snapshot whose six blocks share one call site (the library's allocate(), as every
+// std::vector of a program does) and come from three program sites: roots -> 0, 1, 2; 0 -> 3,
+// 1 -> 4, 2 -> 5.
+heapsnap::snapshot::HeapSnapshot one_call_site_snapshot() {
+  heapsnap::snapshot::HeapSnapshot s;
+  const uint64_t sizes[6] = {100, 100, 50, 10, 10, 1000};
+  for (uint32_t b = 0; b < 6; ++b) {
+    s.addr.push_back(0x10000 + 0x1000 * b);
+    s.size.push_back(sizes[b]);
+    s.call_site.push_back(0x4000);
+  }
+  s.edge_begin = {0, 1, 2, 3, 3, 3, 3};
+  s.edge_target = {3, 4, 5};
+  s.edge_offset = {0, 0, 8};
+  s.edge_interior = {false, false, false};
+  heapsnap::snapshot::RootRange rr{};
+  rr.kind = heapsnap::snapshot::kGlobal;
+  rr.start = 0x1000;
+  rr.length = 24;
+  rr.first = 0;
+  rr.count = 3;
+  s.roots.push_back(rr);
+  s.root_target = {0, 1, 2};
+  s.root_offset = {0, 8, 16};
+  s.root_interior = {false, false, false};
+  return s;
+}
+
+}  // namespace
+
+TEST_CASE("dominator icicle: one group per site key, whatever the call-site address") {
+  auto s = one_call_site_snapshot();
+  heapsnap::snapshot::ObjectGraph g = heapsnap::snapshot::build_object_graph(s, true, true);
+  // Blocks 0 and 1 from one program line (site 1), block 2 from another (2), their children from a third (3).
+  const std::vector<uint32_t> site_of = {1, 1, 2, 3, 3, 3};
+  rp::IcicleBudget budget;
+  budget.min_share = 0;
+  const rp::SiteIcicle ic = rp::dominator_icicle(s, g, site_of, budget);
+  REQUIRE(ic.nodes() == 5);  // root; sites 2 and 1; site 3 under each
+  CHECK(ic.site[0] == rp::kNoSite);
+  CHECK(ic.retained[0] == 1270);
+  // The root's children, biggest first: site 2 (block 2 and its 1000-byte child), then site 1.
+  CHECK(ic.parent[1] == 0);
+  CHECK(ic.site[1] == 2);
+  CHECK(ic.retained[1] == 1050);
+  CHECK(ic.objects[1] == 1);
+  CHECK(ic.parent[2] == 0);
+  CHECK(ic.site[2] == 1);
+  CHECK(ic.retained[2] == 220);
+  CHECK(ic.objects[2] == 2);
+  CHECK(ic.shallow[2] == 200);
+  // Site 3 under each: the children of site 2's block, and those of site 1's two blocks, in one group.
+  CHECK(ic.site[3] == 3);
+  CHECK(ic.parent[3] == 1);
+  CHECK(ic.retained[3] == 1000);
+  CHECK(ic.site[4] == 3);
+  CHECK(ic.parent[4] == 2);
+  CHECK(ic.objects[4] == 2);
+  CHECK(ic.retained[4] == 20);
+  for (size_t v = 0; v < ic.nodes(); ++v) CHECK(!ic.other[v]);
+}
+
+TEST_CASE("dominator icicle: blocks without a site key are grouped apart, never read past the keys") {
+  auto s = one_call_site_snapshot();
+  heapsnap::snapshot::ObjectGraph g = heapsnap::snapshot::build_object_graph(s, true, true);
+  const std::vector<uint32_t> site_of = {5, 5};  // blocks 2..5 have none (a short or damaged key column)
+  rp::IcicleBudget budget;
+  budget.min_share = 0;
+  const rp::SiteIcicle ic = rp::dominator_icicle(s, g, site_of, budget);
+  REQUIRE(ic.nodes() >= 3);
+  CHECK(ic.site[1] == rp::kNoSite);  // block 2: 1050 bytes, no key
+  CHECK(ic.retained[1] == 1050);
+  CHECK(ic.site[2] == 5);
+  CHECK(ic.objects[2] == 2);
 }

@@ -288,5 +288,45 @@ function selftest(done) {
     if (rs) { click(rs.cells[0]); expect(rs.nextSibling.querySelectorAll('ol.stack li').length >= 1, 'a retaining-site row shows its stack'); click(rs.cells[0]); }
   });
 
+  // Issue 29: a path's hops name their type and the field that points on, and a stack root the
+  // function whose frame holds the word, readable (shown whole, inside the window) when opened.
+  function pathLine(cls, want) {
+    var hit = null;
+    document.querySelectorAll('#retainers-table li.' + cls).forEach(function (li) {
+      if (!hit && li.textContent.indexOf(want) >= 0) hit = li;
+    });
+    if (!expect(hit, 'a path line says ' + want)) return;
+    var box = hit.closest('details');
+    box.open = true;
+    var r = hit.getBoundingClientRect();
+    expect(r.height > 0 && r.left >= 0 && r.right <= document.documentElement.clientWidth + 0.5, 'the path line "' + want + '" shows inside the window');
+    box.open = false;
+  }
+  // The first snapshot with a path that has `what` (shown, its table drawn), and that thing.
+  function showPathWith(what) {
+    for (var k = 0; k < D.snapshots.length; k++) {
+      var rows = D.snapshots[k].retainers || [];
+      for (var i = 0; i < rows.length; i++) {
+        var found = rows[i].path && what(rows[i].path);
+        if (found) {
+          if ($('snapshot-pick').value !== String(k)) change($('snapshot-pick'), String(k));
+          return found;
+        }
+      }
+    }
+    return null;
+  }
+  check('path-fields', function () {
+    var hop = showPathWith(function (p) { return p.hops.filter(function (h) { return h.next_in_field; })[0]; });
+    if (!hop) return false;
+    pathLine('path-hop', (hop.type ? hop.type + ' ' : '') + siteLabel(hop.site) + ' (' + fmtBytes(hop.size) + '), field +' +
+      hop.next_at_offset + ' (' + hop.next_in_field + ') →');
+  });
+  check('path-frame', function () {
+    var f = showPathWith(function (p) { return p.root_frame; });
+    if (!f) return false;
+    pathLine('path-root', 'in the frame of ' + f.label);
+  });
+
   done(problems, ran);
 }

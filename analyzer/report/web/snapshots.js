@@ -43,6 +43,15 @@ function siteDetail(i) {
 function retainerLabel(r) {
   return r.root ? r.root : (r.type ? r.type + ' ' : '') + r.address + '  ' + siteLabel(r.site);
 }
+// A path's lines, as `heapsnap path` words them: the root and, for a stack word, the function whose
+// frame holds it; each hop's type, site and size, and the field of it that points on to the next.
+function pathRootText(p) {
+  return 'root: ' + p.root + (p.root_word ? ' at ' + p.root_word : '') + (p.root_frame ? ', in the frame of ' + p.root_frame.label : '');
+}
+function pathHopText(h) {
+  var field = h.next_at_offset == null ? '' : ', field +' + h.next_at_offset + (h.next_in_field ? ' (' + h.next_in_field + ')' : '') + ' →';
+  return h.address + ' ' + (h.type ? h.type + ' ' : '') + siteLabel(h.site) + ' (' + fmtBytes(h.size) + ')' + field;
+}
 function retainerCell(r) {
   var td = el('td', { cls: 'site' });
   if (r.root) { td.textContent = r.root; return td; }
@@ -50,10 +59,10 @@ function retainerCell(r) {
   if (r.path) {
     box.appendChild(el('div', { cls: 'sub', text: 'Shortest path from a root:' }));
     var ol = el('ol', { cls: 'stack path' });
-    ol.appendChild(el('li', { text: 'root: ' + r.path.root }));
+    ol.appendChild(el('li', { cls: 'path-root', text: pathRootText(r.path) }));
     r.path.hops.forEach(function (h, i) {
       if (r.path.more && i === r.path.more_at) ol.appendChild(el('li', { cls: 'more', text: '… ' + fmtCount(r.path.more) + ' more hops' }));
-      ol.appendChild(el('li', { text: h.address + ' ' + siteLabel(h.site) + ' (' + fmtBytes(h.size) + ')' }));
+      ol.appendChild(el('li', { cls: 'path-hop', text: pathHopText(h) }));
     });
     box.appendChild(ol);
   }

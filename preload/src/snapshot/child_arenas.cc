@@ -43,6 +43,13 @@ struct Walk {
     a.bytes[part] += hi - lo;
     a.rss[part] += m.add(lo, hi, kind_of(part));
   }
+  // A chunk's pieces, when the whole chunk is resident in one mapping (most are): no page counts.
+  void put_resident(long i, uint64_t lo, uint64_t hi, HeapPart part) {
+    if (hi <= lo) return;
+    a.bytes[part] += hi - lo;
+    a.rss[part] += hi - lo;
+    m.claim(i, hi - lo, kind_of(part));
+  }
   // [start, end): one heap; chunks from `first`; top: the arena's top chunk (0: not known, then the
   // chunk that reaches the heap's end is taken for it).
   void heap(uint64_t start, uint64_t first, uint64_t end, uint64_t top) {
@@ -54,6 +61,9 @@ struct Walk {
     const uint64_t *last = c.addr + c.n;
     uint64_t p = first;
     while (p + 16 <= end) {
+      // Each header's address follows from the one before (latency-bound): the live blocks ahead,
+      // known from the shadow, are fetched in advance, and with them the free chunks between.
+      if (last - cur > 16) __builtin_prefetch(reinterpret_cast<const void *>(cur[16] - 8));
       uint64_t size = word(p + 8) & ~uint64_t(7);
       if (size == 0 && end - p <= 32) break;  // the fencepost that ends an old heap
       if (size < 16 || size > end - p || (size & 15)) {
@@ -87,9 +97,15 @@ struct Walk {
         if (cur != last && *cur == p + 16) {
           uint64_t req = c.size[cur - c.addr];
           uint64_t live_hi = std::min(p + 16 + req, p + size);  // the next chunk's prev_size is usable too
-          put(p, p + 16, kOverhead);
-          put(p + 16, live_hi, kLive);
-          put(live_hi, p + size, kOverhead);
+          if (long i = m.all_resident(p, p + size); i >= 0) {
+            put_resident(i, p, p + 16, kOverhead);
+            put_resident(i, p + 16, live_hi, kLive);
+            put_resident(i, live_hi, p + size, kOverhead);
+          } else {
+            put(p, p + 16, kOverhead);
+            put(p + 16, live_hi, kLive);
+            put(live_hi, p + size, kOverhead);
+          }
           ++a.live_chunks;
         } else {
           put(p, p + size, kCached);
@@ -122,8 +138,12 @@ bool first_chunk_ok(uint64_t p, uint64_t end) {
 
 }  // namespace
 
-uint32_t walk_arenas(Child &c, Meter &m, ArenaFigures *out, uint32_t cap) {
+uint32_t walk_arenas(Child &c, Meter &m, ArenaFigures *out, uint32_t cap, Range *walked, size_t *nwalked, size_t walked_cap) {
+  *nwalked = 0;
   if (!usable::g_glibc_layout || cap == 0) return 0;
+  auto note = [&](uint64_t lo, uint64_t hi) {
+    if (*nwalked < walked_cap) walked[(*nwalked)++] = {lo, hi};
+  };
   // Thread heaps: anonymous read-write mappings at a 64 MiB boundary that start with a heap_info
   // {ar_ptr, prev, size, mprotect_size, pagesize} whose fields check out.
   auto *heaps = static_cast<ThreadHeap *>(heap::alloc(size_t(c.nmaps + 1) * sizeof(ThreadHeap)));
@@ -177,6 +197,7 @@ uint32_t walk_arenas(Child &c, Meter &m, ArenaFigures *out, uint32_t cap) {
         if ((first + 16) & 15) first += 16 - ((first + 16) & 15);
       }
       uint64_t end = heaps[k].start + heaps[k].size;
+      note(heaps[k].start, end);
       if (!first_chunk_ok(first, end)) {
         ++a.heaps;
         a.size += end - heaps[k].start;
@@ -214,6 +235,7 @@ uint32_t walk_arenas(Child &c, Meter &m, ArenaFigures *out, uint32_t cap) {
     uint64_t top = main_state ? word(main_state + kTopOffset) : 0;
     if (top < first || top + 16 > end || top + (word(top + 8) & ~uint64_t(7)) > end) top = 0;
     Walk w{c, m, a};
+    note(start, end);
     if (!first_chunk_ok(first, end)) {
       ++a.heaps;
       a.size += end - start;
@@ -224,6 +246,7 @@ uint32_t walk_arenas(Child &c, Meter &m, ArenaFigures *out, uint32_t cap) {
     }
     break;
   }
+  std::sort(walked, walked + *nwalked, [](const Range &x, const Range &y) { return x.lo < y.lo; });
   return na;
 }
 

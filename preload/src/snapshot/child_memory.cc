@@ -31,6 +31,7 @@ bool Meter::init(memory::SmapsEntry *entries, long count) {
   n = count;
   long ps = sysconf(_SC_PAGESIZE);
   page = ps > 0 ? uint64_t(ps) : 4096;
+  page_shift = unsigned(__builtin_ctzll(page));
   vec = static_cast<uint8_t **>(heap::alloc_zeroed(size_t(n + 1) * sizeof(uint8_t *)));
   vec_failed = static_cast<bool *>(heap::alloc_zeroed(size_t(n + 1)));
   res = static_cast<uint64_t(*)[kKinds]>(heap::alloc_zeroed(size_t(n + 1) * sizeof(*res)));
@@ -62,7 +63,7 @@ uint64_t Meter::resident_in(long i, uint64_t lo, uint64_t hi) {
   const uint8_t *v = vec[i];
   uint64_t total = 0;
   for (uint64_t pg = lo & ~(page - 1); pg < hi; pg += page) {
-    if (!(v[(pg - e[i].start) / page] & 1)) continue;
+    if (!(v[(pg - e[i].start) >> page_shift] & 1)) continue;
     uint64_t a = pg > lo ? pg : lo, b = pg + page < hi ? pg + page : hi;
     total += b - a;
   }
@@ -70,6 +71,10 @@ uint64_t Meter::resident_in(long i, uint64_t lo, uint64_t hi) {
 }
 
 uint64_t Meter::add(uint64_t lo, uint64_t hi, Kind k) {
+  if (long i = all_resident(lo, hi); i >= 0) {
+    claim(i, hi - lo, k);
+    return hi - lo;
+  }
   uint64_t total = 0;
   while (lo < hi) {
     long i = entry_at_or_after(lo);
@@ -291,12 +296,26 @@ void write_memory(Child &c, const regs::Result &rr, uint64_t arena_lo, uint64_t 
   for (size_t i = 0; cl && i < nstacks && k < max_claims; ++i) cl[k++] = {stacks[i].lo, stacks[i].hi, memory::kThreadStacks};
   if (cl) nt = claim_class(m, cl, k, taken, nt);
 
-  // 3. glibc's mmapped chunks (IS_MMAPPED): the chunk's mapping, from prev_size (its offset) on.
+  // 3. The arenas, chunk by chunk.
+  constexpr uint32_t kMaxArenas = 1024;
+  constexpr size_t kMaxHeaps = 1 << 16;
+  auto *arenas = static_cast<ArenaFigures *>(heap::alloc(kMaxArenas * sizeof(ArenaFigures)));
+  auto *walked = static_cast<Range *>(heap::alloc(kMaxHeaps * sizeof(Range)));
+  size_t nwalked = 0;
+  uint32_t narenas = arenas && walked ? walk_arenas(c, m, arenas, kMaxArenas, walked, &nwalked, kMaxHeaps) : 0;
+
+  // 4. glibc's mmapped chunks (IS_MMAPPED): the chunk's mapping, from prev_size (its offset) on.
+  //    Only blocks outside the heaps walked can be (their headers are not read again).
   uint64_t mmapped = 0, mmapped_live = 0;
   if (usable::g_glibc_layout) {
     auto *mc = static_cast<Claim *>(heap::alloc((size_t(c.n) + 1) * sizeof(Claim)));
-    size_t nm = 0;
+    size_t nm = 0, w = 0;
     for (uint32_t b = 0; mc && b < c.n; ++b) {
+      while (w < nwalked && walked[w].hi <= c.addr[b]) ++w;
+      if (w < nwalked && walked[w].lo <= c.addr[b]) {  // skip to the heap's end
+        b = uint32_t(std::lower_bound(c.addr + b, c.addr + c.n, walked[w].hi) - c.addr) - 1;
+        continue;
+      }
       const uint64_t *h = reinterpret_cast<const uint64_t *>(c.addr[b]) - 2;
       if (!(h[1] & 2)) continue;
       uint64_t chunk = c.addr[b] - 16, size = h[1] & ~uint64_t(7), off = h[0];
@@ -308,7 +327,7 @@ void write_memory(Child &c, const regs::Result &rr, uint64_t arena_lo, uint64_t 
     if (mc) nt = claim_class(m, mc, nm, taken, nt);
   }
 
-  // 4. Modules' .bss (an anonymous mapping right after a module's data, as far as its program
+  // 5. Modules' .bss (an anonymous mapping right after a module's data, as far as its program
   //    headers reach): the module's data; heapsnap's own library's is heapsnap's.
   k = 0;
   for (long i = 0; cl && i < n && k < max_claims; ++i) {
@@ -323,11 +342,6 @@ void write_memory(Child &c, const regs::Result &rr, uint64_t arena_lo, uint64_t 
     if (hi > entries[i].start) cl[k++] = {entries[i].start, hi, ours ? memory::kHeapsnap : memory::kModuleData};
   }
   if (cl) nt = claim_class(m, cl, k, taken, nt);
-
-  // 5. The arenas, chunk by chunk.
-  constexpr uint32_t kMaxArenas = 1024;
-  auto *arenas = static_cast<ArenaFigures *>(heap::alloc(kMaxArenas * sizeof(ArenaFigures)));
-  uint32_t narenas = arenas ? walk_arenas(c, m, arenas, kMaxArenas) : 0;
 
   // Stacks' resident bytes, as claimed (a stack's mapping is its own: smaps' Rss, or counted).
   for (size_t i = 0; i < nstacks; ++i) stacks[i].rss = m.resident(stacks[i].lo, stacks[i].hi);

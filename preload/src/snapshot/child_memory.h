@@ -31,6 +31,21 @@ struct Meter {
   uint64_t resident(uint64_t lo, uint64_t hi);
   // The mapping holding a, else the first after it, else -1.
   long entry_at_or_after(uint64_t a);
+  // The arena walk's fast path (a chunk at a time, millions of them): the mapping that holds all
+  // of [lo, hi) when every page of it is resident there, else -1; then claim() counts it whole.
+  HS_INLINE long all_resident(uint64_t lo, uint64_t hi) {
+    long i = entry_at_or_after(lo);
+    if (i < 0 || e[i].start > lo || hi > e[i].end || !vec[i]) return -1;
+    const uint8_t *v = vec[i];
+    for (uint64_t pg = (lo - e[i].start) >> page_shift, last = (hi - 1 - e[i].start) >> page_shift; pg <= last; ++pg)
+      if (!(v[pg] & 1)) return -1;
+    return i;
+  }
+  HS_INLINE void claim(long i, uint64_t bytes, memory::Kind k) {
+    virt[i][k] += bytes;
+    res[i][k] += bytes;
+  }
+  unsigned page_shift = 12;
 
  private:
   uint64_t resident_in(long i, uint64_t lo, uint64_t hi);
@@ -50,8 +65,9 @@ struct ArenaFigures {
   bool complete;         // every chunk followed to its heap's end
 };
 
-// child_arenas.cc: walks the arenas; fills out[0..cap), returns the count.
-uint32_t walk_arenas(Child &c, Meter &m, ArenaFigures *out, uint32_t cap);
+// child_arenas.cc: walks the arenas; fills out[0..cap), returns the count. The heaps walked go to
+// heaps[0..*nheaps) (room for heaps_cap), address-ordered: blocks outside them are no arena's.
+uint32_t walk_arenas(Child &c, Meter &m, ArenaFigures *out, uint32_t cap, Range *heaps, size_t *nheaps, size_t heaps_cap);
 
 // child_memory.cc, in two phases around the blocks' enumeration. memory_begin reads the program's
 // smaps and takes mincore's vectors of its anonymous mappings before the child reads any of the

@@ -93,7 +93,7 @@ int run(const Options &o) {
       parts.push_back({{"kind", memory::kind_key(p.kind)}, {"name", memory::kind_name(p.kind)}, {"rss_bytes", p.rss},
                        {"percent", pct(p.rss)}, {"size_bytes", p.size}, {"swap_bytes", p.swap},
                        {"anonymous_bytes", p.anonymous}, {"shared_bytes", p.shared}, {"mappings", p.mappings},
-                       {"about", memory::kind_about(p.kind)}});
+                       {"estimated", memory::kind_estimated(p.kind)}, {"about", memory::kind_about(p.kind)}});
     j["parts"] = parts;
     json arenas = json::array();
     for (const auto &a : b.arenas)
@@ -137,6 +137,35 @@ int run(const Options &o) {
          b.arenas.size(), (unsigned long long)b.mmapped_chunks, sz(b.mmapped_live).c_str(), sz(trim).c_str(),
          sz(b.part(14)).c_str());
   if (!b.error.empty()) printf("%s\n", out_style(Style::kWarning, "partial: " + b.error).c_str());
+  if (!b.arenas.empty()) {
+    printf("\n");
+    print_styled(Style::kHeader, "%-7s %5s %12s %12s %12s %12s %12s %12s\n", "arena", "heaps", "resident", "live", "overhead",
+                 "free", "top", "trimmable");
+    size_t shown = 0;
+    for (const auto &a : b.arenas) {
+      if (shown++ == 16) {
+        printf("(%zu more arenas: --json lists them)\n", b.arenas.size() - 16);
+        break;
+      }
+      uint64_t res = a.live_rss() + a.overhead_rss() + a.free_rss() + a.cached_rss() + a.top_rss() + a.unwalked_rss();
+      printf("%-7s %5u %12s %12s %12s %12s %12s %12s%s\n", a.main() ? "main" : "thread", a.heaps(), sz(res).c_str(),
+             sz(a.live_rss()).c_str(), sz(a.overhead_rss()).c_str(), sz(a.free_rss() + a.cached_rss()).c_str(),
+             sz(a.top_rss()).c_str(), sz(a.trimmable()).c_str(), a.complete() ? "" : "  (not all walked)");
+    }
+  }
+  if (!b.stacks.empty()) {
+    printf("\n");
+    print_styled(Style::kHeader, "%-10s %12s %12s %12s\n", "thread", "stack", "touched", "in use");
+    size_t shown = 0;
+    for (const auto &st : b.stacks) {
+      if (shown++ == 16) {
+        printf("(%zu more stacks: --json lists them)\n", b.stacks.size() - 16);
+        break;
+      }
+      printf("%-10u %12s %12s %12s\n", st.tid(), sz(st.size()).c_str(), sz(st.rss()).c_str(),
+             st.used() ? sz(st.used()).c_str() : "?");
+    }
+  }
   if (!diagnoses.empty()) {
     printf("\n");
     for (const auto &d : diagnoses) printf("- %s\n", d.text.c_str());

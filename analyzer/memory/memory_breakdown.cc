@@ -35,6 +35,7 @@ const KindText kText[kKinds + 1] = {
 const char *kind_name(int k) { return k >= 1 && k <= kKinds ? kText[k].name : "?"; }
 const char *kind_key(int k) { return k >= 1 && k <= kKinds ? kText[k].key : "unknown"; }
 const char *kind_about(int k) { return k >= 1 && k <= kKinds ? kText[k].about : ""; }
+bool kind_estimated(int k) { return k >= wire::MEM_HEAP_LIVE && k <= wire::MEM_HEAP_TOP; }
 
 uint64_t Breakdown::part(int kind) const {
   for (const Part &p : parts)

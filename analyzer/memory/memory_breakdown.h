@@ -15,6 +15,9 @@ constexpr int kKinds = 15;  // MemoryKind 1..15
 const char *kind_name(int kind);     // MemoryKind's: "heap live", ...
 const char *kind_key(int kind);      // for JSON: "heap_live", ...
 const char *kind_about(int kind);    // one line: what the part is, and whether it is estimated
+// Whether a part's resident bytes are an estimate (a page shared by chunks of two kinds is split by
+// bytes; cached chunks are tcache, fastbins and pre-tracing blocks together).
+bool kind_estimated(int kind);
 
 struct Part {
   int kind = 0;

@@ -213,7 +213,9 @@ uint32_t walk_arenas(Child &c, Meter &m, ArenaFigures *out, uint32_t cap, Range 
       bool in_heap = false;
       for (long k = 0; k < nh && !in_heap; ++k) in_heap = heaps[k].ar == next;
       if (!in_heap) {
-        if (mapping_of(c, next) < 0) break;
+        // (In libc's data, readable through all of the malloc_state, or not main_arena at all.)
+        long mi = mapping_of(c, next);
+        if (mi < 0 || !c.maps[mi].readable || next + kStateBytes > rw_end(c, mi)) break;
         main_state = next;
         break;
       }

@@ -145,14 +145,14 @@ uint64_t wait_for_go(int fd, uint64_t program_pid) {
 
   Phases ph;
   ph.mark("maps");
+  // The program's smaps and which pages the child's copy holds, before anything here reads the
+  // program's memory or the tracer's tables (see child_memory.h).
+  memory_begin(c);
+  ph.mark("smaps");
   build_exclusions(c, arena_lo, arena_hi, a.extra, a.nextra);
   // Room for the blocks the totals count, and some (the arena is virtual: unused room is free).
   if (live_blocks > (uint64_t(1) << 28)) live_blocks = uint64_t(1) << 28;
   if (!reserve_blocks(c, live_blocks + live_blocks / 8 + 65536)) child_exit(2);
-  // The program's smaps and which pages the child's copy holds, before anything here reads the
-  // program's memory (see child_memory.cc).
-  memory_begin(c);
-  ph.mark("smaps");
   for (long i = 0; i < c.nmaps && !c.error; ++i)
     if (c.maps[i].readable && c.maps[i].writable && !is_ours(c.maps[i]))
       for_each_included(c.maps[i].start, c.maps[i].end,

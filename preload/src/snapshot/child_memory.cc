@@ -5,8 +5,9 @@
 // heapsnap's own memory, thread stacks, glibc's mmapped chunks, modules' .bss, and the arenas
 // chunk by chunk. What no claim takes is the mapping's own kind (smaps.h, base_kind).
 //
-// It runs before the scan reads the program's writable mappings: a read of a page the program
-// never touched maps the zero page in the child, which mincore counts as resident.
+// Residency is taken (memory_begin) before the child reads any of the program's memory or the
+// tracer's tables: a read of a page never touched maps the zero page in the child, which mincore
+// counts as resident. HEAPSNAP_DEBUG=1 prints the mappings where the two views differ.
 #include <fcntl.h>
 #include <sys/mman.h>
 #include <unistd.h>
@@ -316,6 +317,8 @@ void write_memory(Child &c, const regs::Result &rr, uint64_t arena_lo, uint64_t 
         b = uint32_t(std::lower_bound(c.addr + b, c.addr + c.n, walked[w].hi) - c.addr) - 1;
         continue;
       }
+      // (The header's first word may lie before the block's mapping for a torn candidate.)
+      if (mapping_of(c, c.addr[b] - 16) < 0) continue;
       const uint64_t *h = reinterpret_cast<const uint64_t *>(c.addr[b]) - 2;
       if (!(h[1] & 2)) continue;
       uint64_t chunk = c.addr[b] - 16, size = h[1] & ~uint64_t(7), off = h[0];

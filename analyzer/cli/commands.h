@@ -22,6 +22,7 @@ void add_replay_commands(Cmd app, int *rc);  // top-allocators, leaks, peak, tim
 void add_snapshots_command(Cmd app, int *rc);
 void add_unreachable_command(Cmd app, int *rc);
 void add_types_command(Cmd app, int *rc);  // types (classes of polymorphic objects)
+void add_memory_command(Cmd app, int *rc);  // memory (RSS explained at a snapshot)
 void add_retainer_commands(Cmd app, int *rc);  // top-retainers, dominators, path, suspects, diff
 void add_export_commands(Cmd app, int *rc);  // flamegraph, export
 void add_report_command(Cmd app, int *rc);   // report (self-contained HTML)

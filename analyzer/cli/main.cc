@@ -57,6 +57,7 @@ int main(int argc, char **argv) {
     heapsnap::cli::add_snapshots_command(app, &rc);
     heapsnap::cli::add_unreachable_command(app, &rc);
     heapsnap::cli::add_types_command(app, &rc);
+    heapsnap::cli::add_memory_command(app, &rc);
     heapsnap::cli::add_retainer_commands(app, &rc);
     heapsnap::cli::add_report_command(app, &rc);
   }

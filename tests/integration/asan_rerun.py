@@ -10,7 +10,8 @@ scripts/test may take, for little more than the chosen ones find. The chosen one
     exit codes and messages (term-exit_codes, term-stderr, record-*);
   - every command and its main options at least once: the retention answers (graph-*, roots-*,
     snapshot-*), sites and types (sites-*), the replay queries (capture-*), the exports and the
-    report (export-*, report-*), and captures of other allocators (compat-*).
+    report (export-*, report-*), captures of other allocators (compat-*), the RSS breakdown
+    (memory-*).
 The sanitized analyzer is run through a wrapper that logs each command line, and the pass fails
 when a command of the analyzer's (its manual pages, heapsnap-COMMAND.1) was not run at all, so
 that a test taken out of the set, or a new command, cannot leave a command unsanitized without a
@@ -45,6 +46,8 @@ CHOSEN = [
     "export-*", "report-*",
     # other allocators' heaps through the snapshot queries
     "compat-memcheck", "compat-alloc_jemalloc_linked", "compat-alloc_mimalloc_linked",
+    # the RSS breakdown
+    "memory-*",
 ]
 
 

@@ -145,7 +145,7 @@ enum RecordField : uint32_t {
   kProcess = 1, kModule = 2, kModuleUnload = 3, kStack = 4, kEvents = 5, kTotals = 6,
   kThread = 7, kMarker = 8, kEnd = 9, kPool = 10, kMoves = 11, kSnapshotBegin = 12,
   kSnapshotBlocks = 13, kSnapshotEdges = 14, kSnapshotRoots = 15, kSnapshotEnd = 16,
-  kSnapshotContents = 17, kFlushEnd = 18, kSnapshotTypes = 19,
+  kSnapshotContents = 17, kFlushEnd = 18, kSnapshotTypes = 19, kSnapshotMemory = 20,
 };
 
 }  // namespace hs::wire

@@ -91,6 +91,7 @@ struct Child {
   const char *error = nullptr;
   struct TypeScan *types = nullptr;  // child_types.h
   const regs::Result *regs = nullptr;  // the threads' registers (scan_roots): their stacks' frames
+  struct MemoryState *memory = nullptr;  // child_memory.h: the RSS breakdown between its two phases
 };
 
 // What a mapping holds, for the root scan: nothing of the heap (a root); only blocks whose extent

@@ -17,6 +17,7 @@
 #include "core/tracer.h"
 #include "core/private_heap.h"
 #include "snapshot/child_internal.h"
+#include "snapshot/child_memory.h"
 #include "snapshot/child_types.h"
 
 namespace hs::snapshot::child {
@@ -144,6 +145,10 @@ uint64_t wait_for_go(int fd, uint64_t program_pid) {
 
   Phases ph;
   ph.mark("maps");
+  // The program's smaps and which pages the child's copy holds, before anything here reads the
+  // program's memory or the tracer's tables (see child_memory.h).
+  memory_begin(c);
+  ph.mark("smaps");
   build_exclusions(c, arena_lo, arena_hi, a.extra, a.nextra);
   // Room for the blocks the totals count, and some (the arena is virtual: unused room is free).
   if (live_blocks > (uint64_t(1) << 28)) live_blocks = uint64_t(1) << 28;
@@ -153,6 +158,9 @@ uint64_t wait_for_go(int fd, uint64_t program_pid) {
       for_each_included(c.maps[i].start, c.maps[i].end,
                         [&](uint64_t lo, uint64_t hi) { enumerate_range(c, i, lo, hi); });
   ph.mark("enumerate");
+  // Before the pools' objects replace their arenas in the block list.
+  if (!c.error) write_memory(c, *a.regs, arena_lo, arena_hi);
+  ph.mark("memory");
   merge_pool_objects(c);
   mark_heap_mappings(c);
   if (c.n) {

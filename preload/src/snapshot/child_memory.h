@@ -1,0 +1,88 @@
+// The RSS breakdown of a snapshot (issue 32), shared by its two halves in the snapshot child:
+//   child_memory.cc  reads the program's /proc/PID/smaps, claims what it knows (heapsnap's own
+//                    memory, thread stacks, mmapped chunks, .bss), writes the SnapshotMemory record
+//   child_arenas.cc  walks glibc's arenas chunk by chunk and claims each chunk's bytes by kind
+// A claim counts the bytes of a range that are resident in the child's copy of the program
+// (mincore: fork copied the page tables of every anonymous mapping the program had touched), per
+// smaps mapping and kind; smaps.h's distribute() then splits each mapping's own Rss by them.
+#pragma once
+#include <cstdint>
+
+#include "snapshot/child_internal.h"
+#include "snapshot/smaps.h"
+
+namespace hs::snapshot::child {
+
+struct Meter {
+  memory::SmapsEntry *e = nullptr;
+  long n = 0;
+  uint64_t page = 4096;
+  uint8_t **vec = nullptr;                   // per mapping: mincore's vector, made on first use
+  bool *vec_failed = nullptr;                // mincore failed (a mapping made after the fork)
+  uint64_t (*res)[memory::kKinds] = nullptr;  // per mapping: resident bytes claimed, by kind
+  uint64_t (*virt)[memory::kKinds] = nullptr; // per mapping: bytes claimed, by kind
+  long cursor = 0;
+
+  // Takes mincore's vector of every mapping the claims may split (anonymous, resident).
+  bool init(memory::SmapsEntry *entries, long count);
+  // Claims [lo, hi) as kind k in every mapping it overlaps; returns its resident bytes.
+  uint64_t add(uint64_t lo, uint64_t hi, memory::Kind k);
+  // Resident bytes of [lo, hi), claiming nothing.
+  uint64_t resident(uint64_t lo, uint64_t hi);
+  // The mapping holding a, else the first after it, else -1.
+  long entry_at_or_after(uint64_t a);
+  // The arena walk's fast path (a chunk at a time, millions of them): the mapping that holds all
+  // of [lo, hi) when every page of it is resident there, else -1; then claim() counts it whole.
+  HS_INLINE long all_resident(uint64_t lo, uint64_t hi) {
+    long i = entry_at_or_after(lo);
+    if (i < 0 || e[i].start > lo || hi > e[i].end || !vec[i]) return -1;
+    const uint8_t *v = vec[i];
+    for (uint64_t pg = (lo - e[i].start) >> page_shift, last = (hi - 1 - e[i].start) >> page_shift; pg <= last; ++pg)
+      if (!(v[pg] & 1)) return -1;
+    return i;
+  }
+  HS_INLINE void claim(long i, uint64_t bytes, memory::Kind k) {
+    virt[i][k] += bytes;
+    res[i][k] += bytes;
+  }
+  unsigned page_shift = 12;
+
+ private:
+  uint64_t resident_in(long i, uint64_t lo, uint64_t hi);
+};
+
+// One arena of glibc's, as the walk found it. Bytes are the chunks' own (virtual); rss the part
+// of them resident in the child's copy.
+enum HeapPart : uint8_t { kLive = 0, kOverhead, kFree, kCached, kTop, kUnwalked, kHeapParts };
+struct ArenaFigures {
+  uint64_t state;        // its malloc_state (main_arena: in libc's data), 0 when not found
+  bool main;
+  uint32_t heaps;        // mappings: the brk heap, or its 64 MiB heaps
+  uint64_t size;         // bytes of its heaps
+  uint64_t bytes[kHeapParts], rss[kHeapParts];
+  uint64_t live_chunks, free_chunks, cached_chunks;
+  uint64_t trimmable;    // resident whole pages malloc_trim(0) would give back (free chunks, main top)
+  bool complete;         // every chunk followed to its heap's end
+};
+
+// child_arenas.cc: walks the arenas; fills out[0..cap), returns the count. The heaps walked go to
+// heaps[0..*nheaps) (room for heaps_cap), address-ordered: blocks outside them are no arena's.
+uint32_t walk_arenas(Child &c, Meter &m, ArenaFigures *out, uint32_t cap, Range *heaps, size_t *nheaps, size_t heaps_cap);
+
+// child_memory.cc, in two phases around the blocks' enumeration. memory_begin reads the program's
+// smaps and takes mincore's vectors of its anonymous mappings before the child reads any of the
+// program's memory: a read of a page the program never touched maps the zero page in the child,
+// which mincore would count (the shadow's untouched pages, read by the enumeration, did).
+// write_memory claims, walks the arenas and writes the SnapshotMemory record (before the blocks;
+// no block list is changed).
+struct MemoryState {
+  memory::SmapsEntry *entries;
+  long n;  // -1: smaps could not be read
+  uint64_t status_rss;
+  uint64_t t0, ns;  // the breakdown's own time (both phases)
+  Meter m;
+};
+void memory_begin(Child &c);
+void write_memory(Child &c, const regs::Result &rr, uint64_t arena_lo, uint64_t arena_hi);
+
+}  // namespace hs::snapshot::child

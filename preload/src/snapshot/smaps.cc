@@ -1,0 +1,141 @@
+#include "snapshot/smaps.h"
+
+#include <cstring>
+
+#include "core/proc_maps.h"
+
+namespace hs::snapshot::memory {
+
+const char *kind_name(Kind k) {
+  static const char *const kNames[kKinds] = {
+      "heap live",  "heap overhead", "heap free",   "heap cached",  "heap top",      "heap unwalked",
+      "mmapped chunks", "thread stacks", "program anonymous", "code", "module data", "mapped files",
+      "shared memory", "heapsnap", "other"};
+  return k < kKinds ? kNames[k] : "?";
+}
+
+namespace {
+
+bool is_hex(char ch) { return (ch >= '0' && ch <= '9') || (ch >= 'a' && ch <= 'f'); }
+
+uint64_t parse_dec(const char *&p, const char *end) {
+  uint64_t v = 0;
+  while (p < end && *p >= '0' && *p <= '9') v = v * 10 + uint64_t(*p++ - '0');
+  return v;
+}
+
+// "start-end perms offset dev inode   path"
+bool parse_header(const char *p, const char *end, SmapsEntry &e) {
+  memset(&e, 0, sizeof(e));
+  e.start = parse_hex(p);
+  if (p >= end || *p++ != '-') return false;
+  e.end = parse_hex(p);
+  if (end - p < 6 || *p != ' ') return false;
+  ++p;
+  e.readable = p[0] == 'r';
+  e.writable = p[1] == 'w';
+  e.executable = p[2] == 'x';
+  e.shared = p[3] == 's';
+  p += 4;
+  for (int field = 0; field < 3; ++field) {  // offset, dev, inode
+    while (p < end && *p == ' ') ++p;
+    if (field == 2) e.inode = parse_dec(p, end);
+    while (p < end && *p != ' ') ++p;
+  }
+  while (p < end && *p == ' ') ++p;
+  size_t len = size_t(end - p);
+  if (len >= sizeof(e.path)) len = sizeof(e.path) - 1;
+  memcpy(e.path, p, len);
+  e.path[len] = 0;
+  return e.end >= e.start;
+}
+
+bool starts(const char *p, const char *end, const char *key, size_t klen) {
+  return size_t(end - p) > klen && memcmp(p, key, klen) == 0;
+}
+
+// "Key:   1234 kB" -> bytes
+uint64_t kb_value(const char *p, const char *end) {
+  while (p < end && (*p < '0' || *p > '9')) ++p;
+  return parse_dec(p, end) * 1024;
+}
+
+bool path_is(const SmapsEntry &e, const char *s) { return strcmp(e.path, s) == 0; }
+
+}  // namespace
+
+long parse_smaps(const char *text, size_t n, SmapsEntry *out, size_t cap) {
+  const char *p = text, *end = text + n;
+  long count = 0;
+  SmapsEntry *cur = nullptr;
+  while (p < end) {
+    const char *eol = static_cast<const char *>(memchr(p, '\n', size_t(end - p)));
+    if (!eol) eol = end;
+    if (eol > p && is_hex(*p)) {
+      if (size_t(count) == cap) return -1;
+      cur = &out[count];
+      if (!parse_header(p, eol, *cur)) return -1;
+      ++count;
+    } else if (cur) {
+      if (starts(p, eol, "Rss:", 4)) cur->rss = kb_value(p + 4, eol);
+      else if (starts(p, eol, "Anonymous:", 10)) cur->anonymous = kb_value(p + 10, eol);
+      else if (starts(p, eol, "Shared_Clean:", 13) || starts(p, eol, "Shared_Dirty:", 13)) cur->shared_bytes += kb_value(p + 13, eol);
+      else if (starts(p, eol, "Private_Clean:", 14) || starts(p, eol, "Private_Dirty:", 14)) cur->private_bytes += kb_value(p + 14, eol);
+      else if (starts(p, eol, "Swap:", 5)) cur->swap = kb_value(p + 5, eol);
+    }
+    p = eol + 1;
+  }
+  return count;
+}
+
+bool is_splittable(const SmapsEntry &e) {
+  if (e.shared) return false;
+  if (e.path[0] == 0) return true;
+  return path_is(e, "[heap]") || path_is(e, "[stack]") || strncmp(e.path, "[anon:", 6) == 0;
+}
+
+Kind base_kind(const SmapsEntry *all, long n, long i) {
+  const SmapsEntry &e = all[i];
+  const char *path = e.path;
+  if (strstr(path, "libheapsnap_preload") || strstr(path, "libmimalloc")) return kHeapsnap;
+  if (e.shared) {
+    // MAP_SHARED|MAP_ANONYMOUS shows as "/dev/zero (deleted)"; shm_open as /dev/shm/NAME.
+    if (!path[0] || strncmp(path, "/dev/zero", 9) == 0 || strncmp(path, "/dev/shm/", 9) == 0 ||
+        strncmp(path, "/memfd:", 7) == 0 || strncmp(path, "/SYSV", 5) == 0 || strncmp(path, "[anon", 5) == 0)
+      return kSharedMemory;
+    return kMappedFiles;
+  }
+  if (path_is(e, "[heap]")) return kHeapUnwalked;
+  if (path_is(e, "[stack]")) return kThreadStacks;
+  if (path[0] == '[' && strncmp(path, "[anon:", 6) != 0) return kOther;  // vdso, vvar, vsyscall
+  if (path[0] == '/') {
+    if (e.executable) return kCode;
+    // A module maps one executable segment at least; a file without one is data the program mapped.
+    for (long j = 0; j < n; ++j)
+      if (all[j].executable && all[j].inode == e.inode && strcmp(all[j].path, path) == 0) return kModuleData;
+    return kMappedFiles;
+  }
+  return kProgramAnon;  // anonymous (what the child splits off it is measured apart)
+}
+
+void distribute(uint64_t rss, const uint64_t *measured, Kind rest, uint64_t *rss_out) {
+  unsigned __int128 sum = 0;
+  for (int k = 0; k < kKinds; ++k) sum += measured[k];
+  for (int k = 0; k < kKinds; ++k) rss_out[k] = 0;
+  if (sum <= rss) {
+    for (int k = 0; k < kKinds; ++k) rss_out[k] = measured[k];
+    rss_out[rest] += rss - uint64_t(sum);
+    return;
+  }
+  // More measured than resident: scale each part down, the rounding to the largest.
+  uint64_t given = 0;
+  int largest = 0;
+  for (int k = 0; k < kKinds; ++k) {
+    rss_out[k] = uint64_t((unsigned __int128)measured[k] * rss / sum);
+    given += rss_out[k];
+    if (measured[k] > measured[largest]) largest = k;
+  }
+  rss_out[largest] += rss - given;
+}
+
+}  // namespace hs::snapshot::memory

@@ -1,0 +1,125 @@
+/* Situations for `heapsnap memory` (tests/integration/memory_cases.py), one per mode, each made on
+ * purpose and with the figures the program itself knows printed as "key value" lines:
+ *   arenas    6 threads, each allocating in its own arena, freeing 3 of every 4 blocks
+ *   fragment  many small blocks in the main arena, every other one freed
+ *   trim      64 MiB freed at the end of the brk heap, not returned (M_TRIM_THRESHOLD raised)
+ *   stacks    4 threads with 32 MiB stacks, each touched 4 MiB deep once, now shallow
+ *   mmaps     the program's own anonymous mappings, touched (one whole, one an eighth)
+ * Threads stay blocked on a pipe while main returns: the exit snapshot sees them. Every page the
+ * test counts on is written (no THP or zero-page assumption). */
+#include <malloc.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+static int g_block[2];  /* threads wait on it forever (exit ends them) */
+static pthread_barrier_t g_ready;
+
+/* --- arenas -------------------------------------------------------------------------------- */
+enum { kArenaThreads = 6, kArenaBlocks = 2048, kArenaBlock = 4096 };
+static void *arena_thread(void *arg) {
+  (void)arg;
+  static __thread void *blocks[kArenaBlocks];
+  for (int i = 0; i < kArenaBlocks; ++i) {
+    blocks[i] = malloc(kArenaBlock);
+    memset(blocks[i], 1, kArenaBlock);
+  }
+  for (int i = 0; i < kArenaBlocks; ++i)
+    if (i % 4 != 3) {
+      free(blocks[i]);
+      blocks[i] = NULL;
+    }
+  pthread_barrier_wait(&g_ready);
+  char c;
+  (void)!read(g_block[0], &c, 1);
+  return NULL;
+}
+
+/* --- stacks -------------------------------------------------------------------------------- */
+enum { kStackThreads = 4 };
+#define kStackSize (32u << 20)
+#define kStackTouch (4u << 20)
+static __attribute__((noinline)) void touch_deep(void) {
+  char buf[kStackTouch];
+  memset(buf, 1, sizeof(buf));
+  __asm__ volatile("" : : "r"(buf) : "memory");
+}
+static void *stack_thread(void *arg) {
+  (void)arg;
+  touch_deep();
+  pthread_barrier_wait(&g_ready);
+  char c;
+  (void)!read(g_block[0], &c, 1);
+  return NULL;
+}
+
+static void start_threads(int n, void *(*fn)(void *), size_t stack) {
+  pthread_barrier_init(&g_ready, NULL, (unsigned)n + 1);
+  pthread_attr_t attr;
+  pthread_attr_init(&attr);
+  if (stack) pthread_attr_setstacksize(&attr, stack);
+  for (int i = 0; i < n; ++i) {
+    pthread_t t;
+    if (pthread_create(&t, &attr, fn, NULL) != 0) {
+      perror("pthread_create");
+      exit(2);
+    }
+  }
+  pthread_barrier_wait(&g_ready);
+}
+
+int main(int argc, char **argv) {
+  const char *mode = argc > 1 ? argv[1] : "";
+  if (pipe(g_block) != 0) return 2;
+  long page = sysconf(_SC_PAGESIZE);
+  if (strcmp(mode, "arenas") == 0) {
+    start_threads(kArenaThreads, arena_thread, 0);
+    printf("threads %d\n", kArenaThreads);
+    printf("live_per_thread %d\n", kArenaBlocks / 4 * kArenaBlock);
+    printf("freed_per_thread %d\n", kArenaBlocks / 4 * 3 * kArenaBlock);
+  } else if (strcmp(mode, "fragment") == 0) {
+    enum { n = 200000, size = 256 };
+    static void *blocks[n];
+    for (int i = 0; i < n; ++i) {
+      blocks[i] = malloc(size);
+      memset(blocks[i], 1, size);
+    }
+    for (int i = 0; i < n; i += 2) free(blocks[i]);
+    printf("live_bytes %d\n", n / 2 * size);
+    printf("freed_bytes %d\n", n / 2 * size);
+  } else if (strcmp(mode, "trim") == 0) {
+    mallopt(M_TRIM_THRESHOLD, 1 << 30);
+    enum { n = 1024, size = 64 << 10 };
+    static void *blocks[n];
+    void *keep = malloc(1000);  /* before them: the freed run ends at the top */
+    for (int i = 0; i < n; ++i) {
+      blocks[i] = malloc(size);
+      memset(blocks[i], 1, size);
+    }
+    for (int i = n - 1; i >= 0; --i) free(blocks[i]);
+    printf("freed_bytes %d\n", n * size);
+    printf("keep %d\n", keep != NULL);
+  } else if (strcmp(mode, "stacks") == 0) {
+    start_threads(kStackThreads, stack_thread, kStackSize);
+    printf("threads %d\n", kStackThreads);
+    printf("stack_size %u\n", kStackSize);
+    printf("stack_touched %u\n", kStackTouch);
+  } else if (strcmp(mode, "mmaps") == 0) {
+    size_t whole = 48u << 20, part = 32u << 20, touched = 0;
+    char *a = mmap(NULL, whole, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    char *b = mmap(NULL, part, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (a == MAP_FAILED || b == MAP_FAILED) return 2;
+    for (size_t o = 0; o < whole; o += (size_t)page) a[o] = 1, touched += (size_t)page;
+    for (size_t o = 0; o < part / 8; o += (size_t)page) b[o] = 1, touched += (size_t)page;
+    printf("mapped_bytes %zu\n", whole + part);
+    printf("touched_bytes %zu\n", touched);
+  } else {
+    fprintf(stderr, "usage: memory_app arenas|fragment|trim|stacks|mmaps\n");
+    return 2;
+  }
+  fflush(stdout);
+  return 0;
+}

@@ -1,0 +1,151 @@
+// The RSS breakdown's pure half (preload/src/snapshot/smaps.h) on a fixed smaps text: the parser,
+// each mapping's own kind, and distribute(), whose parts must always add up to the mapping's Rss.
+#include "snapshot/smaps.h"
+
+#include <doctest/doctest.h>
+
+#include <cstring>
+#include <string>
+
+using namespace hs::snapshot::memory;
+
+namespace {
+
+// Shortened as the kernel writes it (fields it does not read left out in places).
+const char kSmaps[] =
+    "55d0c0a00000-55d0c0a02000 r--p 00000000 fe:00 1234                       /usr/bin/app\n"
+    "Size:                  8 kB\n"
+    "Rss:                   8 kB\n"
+    "Shared_Clean:          4 kB\n"
+    "Private_Clean:         4 kB\n"
+    "Anonymous:             0 kB\n"
+    "Swap:                  0 kB\n"
+    "VmFlags: rd mr mw me\n"
+    "55d0c0a02000-55d0c0a10000 r-xp 00002000 fe:00 1234                       /usr/bin/app\n"
+    "Size:                 56 kB\n"
+    "Rss:                  40 kB\n"
+    "Private_Clean:        40 kB\n"
+    "55d0c0a10000-55d0c0a12000 rw-p 00010000 fe:00 1234                       /usr/bin/app\n"
+    "Rss:                   8 kB\n"
+    "Private_Dirty:         8 kB\n"
+    "Anonymous:             8 kB\n"
+    "55d0c0a12000-55d0c0a13000 rw-p 00000000 00:00 0 \n"
+    "Rss:                   4 kB\n"
+    "Anonymous:             4 kB\n"
+    "55d0c2000000-55d0c2100000 rw-p 00000000 00:00 0                          [heap]\n"
+    "Size:               1024 kB\n"
+    "Rss:                 900 kB\n"
+    "Private_Dirty:       880 kB\n"
+    "Shared_Dirty:         20 kB\n"
+    "Anonymous:           900 kB\n"
+    "Swap:                 24 kB\n"
+    "7f0000000000-7f0000800000 rw-p 00000000 00:00 0 \n"
+    "Rss:                2048 kB\n"
+    "Anonymous:          2048 kB\n"
+    "7f0001000000-7f0001100000 rw-s 00000000 00:01 99                         /dev/zero (deleted)\n"
+    "Rss:                 512 kB\n"
+    "Shared_Dirty:        512 kB\n"
+    "7f0002000000-7f0002100000 rw-s 00000000 00:1a 77                         /dev/shm/queue\n"
+    "Rss:                  64 kB\n"
+    "7f0003000000-7f0003010000 r--p 00000000 fe:00 555                        /usr/share/data.bin\n"
+    "Rss:                  16 kB\n"
+    "7f0004000000-7f0004100000 r-xp 00000000 fe:00 600                        /opt/lib/libheapsnap_preload.so\n"
+    "Rss:                 300 kB\n"
+    "7ffd00000000-7ffd00021000 rw-p 00000000 00:00 0                          [stack]\n"
+    "Rss:                  20 kB\n"
+    "7ffd00100000-7ffd00102000 r-xp 00000000 00:00 0                          [vdso]\n"
+    "Rss:                   4 kB\n"
+    "7f0005000000-7f0005001000 rw-p 00000000 00:00 0                          [anon:my cache]\n"
+    "Rss:                   4 kB\n";
+
+}  // namespace
+
+TEST_CASE("smaps: every mapping, its range, permissions, path and sizes") {
+  SmapsEntry e[32];
+  long n = parse_smaps(kSmaps, strlen(kSmaps), e, 32);
+  REQUIRE(n == 13);
+  CHECK(e[0].start == 0x55d0c0a00000ull);
+  CHECK(e[0].end == 0x55d0c0a02000ull);
+  CHECK(e[0].inode == 1234);
+  CHECK(std::string(e[0].path) == "/usr/bin/app");
+  CHECK(e[0].rss == 8 * 1024);
+  CHECK(e[0].shared_bytes == 4 * 1024);
+  CHECK(e[0].private_bytes == 4 * 1024);
+  CHECK(e[1].executable);
+  CHECK(std::string(e[3].path).empty());
+  CHECK(e[4].rss == 900 * 1024);
+  CHECK(e[4].swap == 24 * 1024);
+  CHECK(e[4].shared_bytes == 20 * 1024);
+  CHECK(e[4].private_bytes == 880 * 1024);
+  CHECK(e[6].shared);
+  CHECK(std::string(e[6].path) == "/dev/zero (deleted)");
+  CHECK(std::string(e[12].path) == "[anon:my cache]");
+  SUBCASE("too many for the room given: -1, not a short list") { CHECK(parse_smaps(kSmaps, strlen(kSmaps), e, 5) == -1); }
+  SUBCASE("a cut header line is refused") {
+    const char bad[] = "55d0c0a00000-\nRss: 4 kB\n";
+    CHECK(parse_smaps(bad, strlen(bad), e, 32) == -1);
+  }
+}
+
+TEST_CASE("smaps: each mapping's own kind") {
+  SmapsEntry e[32];
+  long n = parse_smaps(kSmaps, strlen(kSmaps), e, 32);
+  REQUIRE(n == 13);
+  CHECK(base_kind(e, n, 0) == kModuleData);    // a module's read-only segment (it has an executable one)
+  CHECK(base_kind(e, n, 1) == kCode);
+  CHECK(base_kind(e, n, 2) == kModuleData);    // .data
+  CHECK(base_kind(e, n, 3) == kProgramAnon);   // (.bss is claimed by the child, which knows the module's extent)
+  CHECK(base_kind(e, n, 4) == kHeapUnwalked);  // [heap]: what the arena walk does not claim
+  CHECK(base_kind(e, n, 5) == kProgramAnon);
+  CHECK(base_kind(e, n, 6) == kSharedMemory);  // MAP_SHARED|MAP_ANONYMOUS
+  CHECK(base_kind(e, n, 7) == kSharedMemory);  // /dev/shm
+  CHECK(base_kind(e, n, 8) == kMappedFiles);   // a file without an executable mapping
+  CHECK(base_kind(e, n, 9) == kHeapsnap);
+  CHECK(base_kind(e, n, 10) == kThreadStacks);
+  CHECK(base_kind(e, n, 11) == kOther);        // vdso
+  CHECK(base_kind(e, n, 12) == kProgramAnon);  // a named anonymous mapping
+  CHECK(is_splittable(e[3]));
+  CHECK(is_splittable(e[4]));
+  CHECK(is_splittable(e[10]));
+  CHECK(is_splittable(e[12]));
+  CHECK_FALSE(is_splittable(e[1]));
+  CHECK_FALSE(is_splittable(e[6]));
+}
+
+TEST_CASE("smaps: distribute gives each mapping's Rss out exactly") {
+  uint64_t measured[kKinds] = {}, out[kKinds];
+  auto sum = [&] {
+    uint64_t s = 0;
+    for (uint64_t v : out) s += v;
+    return s;
+  };
+  SUBCASE("measured parts as measured, the rest to the mapping's kind") {
+    measured[kHeapLive] = 500 * 1024;
+    measured[kHeapFree] = 300 * 1024;
+    distribute(900 * 1024, measured, kHeapUnwalked, out);
+    CHECK(out[kHeapLive] == 500 * 1024);
+    CHECK(out[kHeapFree] == 300 * 1024);
+    CHECK(out[kHeapUnwalked] == 100 * 1024);
+    CHECK(sum() == 900 * 1024);
+  }
+  SUBCASE("more measured than resident (pages dropped after the fork): scaled down, still exact") {
+    measured[kHeapLive] = 1000;
+    measured[kHeapTop] = 2001;
+    measured[kHeapOverhead] = 7;
+    distribute(1001, measured, kProgramAnon, out);
+    CHECK(sum() == 1001);
+    CHECK(out[kProgramAnon] == 0);
+    CHECK(out[kHeapTop] > out[kHeapLive]);
+  }
+  SUBCASE("nothing measured: all of it to the mapping's kind") {
+    distribute(4096, measured, kThreadStacks, out);
+    CHECK(out[kThreadStacks] == 4096);
+    CHECK(sum() == 4096);
+  }
+  SUBCASE("huge figures do not overflow") {
+    measured[kHeapLive] = uint64_t(1) << 62;
+    measured[kHeapFree] = uint64_t(1) << 62;
+    distribute(uint64_t(1) << 40, measured, kOther, out);
+    CHECK(sum() == uint64_t(1) << 40);
+  }
+}

@@ -122,9 +122,9 @@ int run(const Options &o) {
     std::cout << j.dump(2) << "\n";
     return kExitOk;
   }
-  printf("%s — RSS %s (the kernel's VmRSS: %s), %u mappings, %u threads\n\n",
+  printf("%s — RSS %s (the kernel's VmRSS: %s), %u mapping%s, %u thread%s\n\n",
          out_style(Style::kHeading, "memory at snapshot " + std::to_string(index)).c_str(), sz(b.rss).c_str(),
-         sz(b.vm_rss).c_str(), b.mappings, b.threads);
+         sz(b.vm_rss).c_str(), b.mappings, b.mappings == 1 ? "" : "s", b.threads, b.threads == 1 ? "" : "s");
   print_styled(Style::kHeader, "%-20s %12s %7s %12s  %s\n", "part", "resident", "of RSS", "mapped", "what");
   for (const auto &p : b.parts)
     printf("%-20s %s %6.1f%% %12s  %s\n", memory::kind_name(p.kind), out_style(Style::kSize, sz(p.rss), 12).c_str(),
@@ -132,9 +132,10 @@ int run(const Options &o) {
   printf("%-20s %12s %6.1f%%\n", "sum", sz(sum).c_str(), pct(sum));
   uint64_t trim = 0;
   for (const auto &a : b.arenas) trim += a.trimmable();
-  printf("\n%zu arenas, %llu mmapped chunks (%s live), malloc_trim(0) would return about %s; heapsnap's own: %s "
+  printf("\n%zu arena%s, %llu mmapped chunk%s (%s live), malloc_trim(0) would return about %s; heapsnap's own: %s "
          "(subtract it for the program's RSS without heapsnap)\n",
-         b.arenas.size(), (unsigned long long)b.mmapped_chunks, sz(b.mmapped_live).c_str(), sz(trim).c_str(),
+         b.arenas.size(), b.arenas.size() == 1 ? "" : "s", (unsigned long long)b.mmapped_chunks,
+         b.mmapped_chunks == 1 ? "" : "s", sz(b.mmapped_live).c_str(), sz(trim).c_str(),
          sz(b.part(14)).c_str());
   if (!b.error.empty()) printf("%s\n", out_style(Style::kWarning, "partial: " + b.error).c_str());
   if (!b.arenas.empty()) {

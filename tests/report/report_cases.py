@@ -197,7 +197,7 @@ def png_size(path):
 # The self-test's checks (selftest.js), by what they need: every page runs the first group; the
 # others need a long table to scroll past, an RSS line, snapshots, two snapshots.
 SELFTEST_ALWAYS = {"flame-metrics", "flame-zoom", "flame-keyboard", "flame-legend", "flame-search", "timeline-redraw",
-                   "tables-sort", "nav-scroll", "no-overflow"}
+                   "tables-sort", "nav-scroll", "no-overflow", "no-nan"}
 
 
 def render(a, html_path, name, size=(1400, 3000), selftest_needs=()):

@@ -327,6 +327,16 @@ function selftest(done) {
     if (!f) return false;
     pathLine('path-root', 'in the frame of ' + f.label);
   });
+  // No number on the page that could not be computed: a row without a field its column shows
+  // (a root's row has no shallow size) once printed "NaN B".
+  check('no-nan', function () {
+    var bad = [];
+    document.querySelectorAll('td.num').forEach(function (td) {
+      if (/NaN|undefined|Infinity/.test(td.textContent)) bad.push(td.textContent);
+    });
+    if (/\bNaN\b/.test(document.body.innerText)) bad.push('NaN in the text');
+    expect(bad.length === 0, 'numbers that could not be computed: ' + bad.slice(0, 5).join(', '));
+  });
 
   done(problems, ran);
 }

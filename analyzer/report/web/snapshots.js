@@ -117,7 +117,8 @@ function renderSnapshot() {
   table($('retainers-table'), [
     num('retained', 'retained', fmtBytes),
     { label: '%', num: true, key: function (r) { return r.retained; }, fmt: function (r) { return fmtPct(r.retained / total); } },
-    num('shallow', 'shallow', fmtBytes),
+    // (A root's row has no shallow size in the heap: a variable or a thread.)
+    num('shallow', 'shallow', function (b) { return b === undefined ? '\u2014' : fmtBytes(b); }),
     num('blocks', 'retained_blocks', fmtCount),
     { label: 'object (click for its path from a root and its stack)', key: function (r) { return retainerLabel(r); }, cell: retainerCell },
     { label: 'held by', key: function (r) { return r.held_by; }, cls: 'wrap',

@@ -120,9 +120,21 @@ struct Context {
     // The call site's innermost frame as symbolized (what "site" was before sites were chosen),
     // and what the site was chosen from: the block's stack (sampled) or its call site alone.
     j["site_innermost"] = sym->frames_of(snap.call_site[block])[0].label();
-    bool inferred = false;
-    if (!stack_of(block)) sym->call_site_address(capture.stacks, snap.call_site[block], &inferred);
-    j["site_from"] = stack_of(block) ? "stack" : inferred ? "sampled_stacks_through_call_site" : "call_site";
+    bool unknown = false;
+    if (!stack_of(block)) sym->call_site_address(capture.stacks, snap.call_site[block], &unknown);
+    j["site_from"] = stack_of(block) ? "stack" : "call_site";
+    // Not sampled, and its call site is the library's alone: which frame of the program called it
+    // is not known. The sampled stacks through that call site say where it was seen called from
+    // (a hint: other callers may be unsampled).
+    j["site_known"] = !unknown;
+    if (unknown) {
+      json seen = json::array();
+      for (const auto &[at, stacks] : sym->sampled_callers(capture.stacks, snap.call_site[block])) {
+        seen.push_back({{"site", sym->site_label(sym->site_frame(at))}, {"sampled_stacks", stacks}});
+        if (seen.size() == 5) break;
+      }
+      j["sampled_callers"] = seen;
+    }
     if (typer().group(block)) {
       j["type"] = typer().type_of(block);
       j["type_from"] = typer().how(block);

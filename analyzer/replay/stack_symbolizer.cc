@@ -149,7 +149,7 @@ void StackSymbolizer::set_frame_filter(symbolize::FrameFilter f) {
   site_tree_ = nullptr;
   site_memo_.clear();
   call_site_tree_ = nullptr;
-  call_site_memo_.clear();
+  unknown_sites_.clear();
   site_id_of_address_.clear();
   site_id_of_label_.clear();
   site_id_address_.clear();
@@ -201,34 +201,35 @@ uint64_t StackSymbolizer::site_address(const capture::StackTree &tree, uint32_t 
   return site > 1 ? site : call_site;
 }
 
-uint64_t StackSymbolizer::call_site_address(const capture::StackTree &tree, uint64_t call_site, bool *inferred) {
-  if (inferred) *inferred = false;
-  if (call_site == 0 || all_frames() || !infer_call_sites_ || has_program_frame(call_site)) return call_site;
+uint64_t StackSymbolizer::call_site_address(const capture::StackTree &, uint64_t call_site, bool *unknown) {
+  if (unknown) *unknown = false;
+  if (call_site == 0 || all_frames() || has_program_frame(call_site)) return call_site;
+  unknown_sites_.insert(call_site);
+  if (unknown) *unknown = true;
+  return call_site;
+}
+
+std::vector<std::pair<uint64_t, uint32_t>> StackSymbolizer::sampled_callers(const capture::StackTree &tree,
+                                                                            uint64_t call_site) {
   if (call_site_tree_ != &tree) {
     call_site_tree_ = &tree;
-    call_site_memo_.clear();
     nodes_of_address_.clear();
     nodes_of_address_.reserve(tree.nodes());
     for (uint32_t n = 1; n <= tree.nodes(); ++n) nodes_of_address_.push_back({tree.address(n), n});
     std::sort(nodes_of_address_.begin(), nodes_of_address_.end());
   }
-  auto [it, fresh] = call_site_memo_.try_emplace(call_site, 1);
-  if (fresh) {
-    uint64_t agreed = 0;
-    for (auto n = std::lower_bound(nodes_of_address_.begin(), nodes_of_address_.end(), std::make_pair(call_site, 0u));
-         n != nodes_of_address_.end() && n->first == call_site; ++n) {
-      uint64_t site = site_address(tree, n->second, call_site);
-      if (site == call_site || (agreed && site_id(site) != site_id(agreed))) {
-        agreed = 0;  // no program frame above this one, or two different ones: no inference
-        break;
-      }
-      agreed = site;
-    }
-    if (agreed) it->second = agreed;
+  std::unordered_map<uint32_t, std::pair<uint64_t, uint32_t>> by_id;  // site id -> (an address, stacks)
+  for (auto n = std::lower_bound(nodes_of_address_.begin(), nodes_of_address_.end(), std::make_pair(call_site, 0u));
+       n != nodes_of_address_.end() && n->first == call_site; ++n) {
+    uint64_t site = site_address(tree, n->second, call_site);
+    if (site == call_site) continue;  // no program frame above this one
+    auto &e = by_id.try_emplace(site_id(site), site, 0).first->second;
+    ++e.second;
   }
-  if (it->second <= 1) return call_site;
-  if (inferred) *inferred = true;
-  return it->second;
+  std::vector<std::pair<uint64_t, uint32_t>> out;
+  for (const auto &[id, e] : by_id) out.push_back(e);
+  std::sort(out.begin(), out.end(), [](const auto &x, const auto &y) { return x.second != y.second ? x.second > y.second : x.first < y.first; });
+  return out;
 }
 
 uint32_t StackSymbolizer::site_id(uint64_t site_address) {

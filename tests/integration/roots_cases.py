@@ -16,6 +16,11 @@ biggest answers:
   dominators and suspects, with their bytes.
 - types: the allocation frames give the type of at least 90% of the live bytes, with the node,
   buffer and class names a person writes.
+- unsampled_sites: at the default sampling, a block without its stack whose call site is all the
+  C++ library's (the out-of-line map insert, string grow, hashtable insert) is labelled with that
+  library function and "site not known: not sampled", never a program frame taken from other
+  blocks' sampled stacks: no program line is credited with more blocks than the program made
+  there.
 - by_type: the same types in top-retainers and dominators (--by type), top-allocators --by type,
   the leaked cycle's type in unreachable, and the Cache that `Cache *g_cache` points to typed from
   the variable.
@@ -197,6 +202,48 @@ def case_types(a):
     check(node["shallow_bytes"] == truth["sessions"] * truth["session_node"],
           "the map's nodes: %d bytes each" % truth["session_node"])
     check(node["retained_bytes"] == truth["g_sessions"], "the map's nodes retain the whole map (%d)" % node["retained_bytes"])
+
+
+def case_unsampled_sites(a):
+    # The figures of two runs (the sampled blocks differ) must each hold.
+    for run_no in range(2):
+        path, truth = record(a, "roots_app", "unsampled_%d" % run_no)
+        n = truth["sessions"]
+        t = hj(a, "top-retainers", "--json", "--by", "site", "-n", "200", path)
+        sites = t["sites"]
+        # add_sessions makes n of each: the Session (line 70), its user string (72), its buffer
+        # (73), the map node (74); fill_cache 300 vectors (59) and Cache (56). 300 cache keys grow
+        # through the same out-of-line std::string::_M_mutate as the 2,000 user strings.
+        made = {("add_sessions", 70): n, ("add_sessions", 72): n, ("add_sessions", 73): n,
+                ("add_sessions", 74): n, ("fill_cache", 56): 1, ("fill_cache", 59): 300}
+        got = {}
+        for s in sites:
+            fn = (s.get("function") or "").split("(")[0]
+            if os.path.basename(s.get("file") or "") == "roots_app.cc":
+                got[(fn, s["line"])] = got.get((fn, s["line"]), 0) + s["blocks"]
+        for k, v in got.items():
+            if k in made:
+                check(v <= made[k], "run %d: %s:%d credited with %d blocks, at most the %d it made"
+                      % (run_no, k[0], k[1], v, made[k]))
+        unknown = [s for s in sites if s["site_known"] is False]
+        for s in unknown:
+            check(s["site_from"] == "call_site" and "[site not known: not sampled]" in s["site"] and
+                  os.path.basename(s.get("file") or "") != "roots_app.cc",
+                  "run %d: an unsampled library call site is labelled so (%s)" % (run_no, s["site"]))
+        check(all(s["site_from"] in ("stack", "call_site") for s in sites), "run %d: no site taken from other blocks' stacks" % run_no)
+        # The map's nodes: every one is either add_sessions:74 (its stack sampled) or the
+        # library's insert, not known; together exactly n.
+        inserts = [s for s in unknown if "_M_emplace_hint_unique" in s["site"]]
+        check(len(inserts) == 1 and inserts[0]["blocks"] + got.get(("add_sessions", 74), 0) == n,
+              "run %d: the %d map nodes: %d sampled at add_sessions:74, %d not known (%s)"
+              % (run_no, n, got.get(("add_sessions", 74), 0), inserts[0]["blocks"] if inserts else -1, [s["site"] for s in unknown]))
+        grow = [s for s in unknown if "_M_mutate" in s["site"]]
+        check(len(grow) == 1 and all(c["site"].startswith(("add_sessions()", "fill_cache()")) for c in grow[0]["sampled_callers"]),
+              "run %d: the strings grown out of line: one unknown site, its sampled callers a hint (%s)"
+              % (run_no, grow[0]["sampled_callers"] if grow else None))
+        text = run([a.heapsnap, "dominators", "--depth", "1", path]).stdout
+        check(all("[site not known: not sampled]" in l for l in text.splitlines() if "_M_emplace_hint_unique" in l),
+              "dominators says the insert's site is not known")
 
 
 def case_by_type(a):

@@ -88,6 +88,9 @@ RootObjects root_objects(const HeapSnapshot &s, const std::vector<RootModule> &m
   out.object_of_word.assign(s.root_target.size(), UINT32_MAX);
   std::map<std::string, std::unique_ptr<symbolize::DataSymbols>> files;  // each module file read once
   std::map<uint64_t, uint32_t> thread_object;  // by tid
+  // Variables by symbol and load bias (a module loaded twice has each variable twice; the
+  // symbols live in `files`).
+  std::map<std::pair<const symbolize::DataSymbol *, uint64_t>, uint32_t> variable_object;
   for (uint32_t r = 0; r < s.roots.size(); ++r) {
     const RootRange &rr = s.roots[r];
     // A thread is an object even when its stack holds no pointer into the heap (nothing held is an
@@ -139,21 +142,26 @@ RootObjects root_objects(const HeapSnapshot &s, const std::vector<RootModule> &m
       }
       if (sym) {
         if (sym != last_sym) {
-          RootObject o;
-          o.what = RootObject::kVariable;
-          o.range = r;
-          o.start = sym->addr + mod->load_bias;
-          o.size = sym->size;
-          o.name = sym->name;
-          o.type = sym->type;
-          o.file = sym->file;
-          o.line = sym->line;
-          o.local = sym->local;
-          o.module = base_name(mod->path);
-          o.module_offset = sym->addr;
-          last = uint32_t(out.objects.size());
           last_sym = sym;
-          out.objects.push_back(std::move(o));
+          // A variable that straddles two ranges (the kernel splits .bss where its file-backed
+          // part ends and the anonymous part begins) is one object, not one per range.
+          auto [it, fresh] = variable_object.try_emplace({sym, mod->load_bias}, uint32_t(out.objects.size()));
+          last = it->second;
+          if (fresh) {
+            RootObject o;
+            o.what = RootObject::kVariable;
+            o.range = r;
+            o.start = sym->addr + mod->load_bias;
+            o.size = sym->size;
+            o.name = sym->name;
+            o.type = sym->type;
+            o.file = sym->file;
+            o.line = sym->line;
+            o.local = sym->local;
+            o.module = base_name(mod->path);
+            o.module_offset = sym->addr;
+            out.objects.push_back(std::move(o));
+          }
         }
         out.object_of_word[k] = last;
         continue;

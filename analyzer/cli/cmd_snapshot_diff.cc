@@ -137,10 +137,6 @@ int run_diff(const DiffArgs &d) {
   // names the site.
   bool use_stacks = sa.file == sb.file ||
                     (before_side.capture.sample_bytes() == 1 && side_b->capture.sample_bytes() == 1);
-  if (!use_stacks) {
-    before_side.sym->set_call_site_inference(false);
-    side_b->sym->set_call_site_inference(false);
-  }
   auto site_of = [use_stacks](Side &side, const HeapSnapshot &h, uint32_t i) {
     uint32_t st = use_stacks && i < h.stack.size() ? h.stack[i] : 0;
     return side.sym->site_address(side.capture.stacks, side.capture.stacks.valid(st) ? st : 0, h.call_site[i]);

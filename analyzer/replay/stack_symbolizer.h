@@ -101,8 +101,6 @@ class StackSymbolizer {
   // The program's sites of the sampled stacks that pass through return address `call_site`, with
   // how many stacks name each, most first: where the library function was seen called from.
   std::vector<std::pair<uint64_t, uint32_t>> sampled_callers(const capture::StackTree &tree, uint64_t call_site);
-  // Kept for callers that compared two sampled runs; call sites are never inferred now.
-  void set_call_site_inference(bool) {}
   // One id per distinct site, however many addresses hold it (a function's line reached by
   // several calls, or through several inline chains): sites with the same function, source line
   // and module are one (a frame without a source line is its address). Dense, from 0; site_id_address() gives an address of it (the first one seen).

@@ -263,6 +263,11 @@ std::vector<std::string> StackSymbolizer::warnings() const {
     out.push_back(std::to_string(truncated_stacks_.size()) + " stack" + (truncated_stacks_.size() == 1 ? " was" : "s were") +
                   " cut at the recording's depth (heapsnap record --stack-depth, default 64): their outermost frames "
                   "show as [truncated]; record with a larger --stack-depth to see them");
+  if (!unknown_sites_.empty())
+    out.push_back("[site not known: not sampled]: blocks allocated inside a library (the C++ library's out-of-line "
+                  "code, libc) whose stack was not sampled are shown at the library's function, since other "
+                  "blocks' stacks cannot say which caller made them; record with --sample-bytes 1 for every "
+                  "allocation's stack (--json lists the callers the sampled stacks saw: sampled_callers)");
   return out;
 }
 

@@ -1,5 +1,6 @@
 #include "core/rss_rollup.h"
 
+#include <cerrno>
 #include <cstring>
 
 #include "core/private_heap.h"
@@ -40,6 +41,8 @@ bool parse_rss_rollup(const char *text, uint64_t *rss, uint64_t *anon, uint64_t 
 }
 
 void read_rss_rollup(TotalsView *t) {
+  // Also called on the program's thread (its exit, an explicit flush): its errno stays its own.
+  ErrnoSaver keep;
   t->has_rollup = false;
   uint64_t start = mono_ns();
   // About 900 bytes on current kernels; room for new lines it may gain.

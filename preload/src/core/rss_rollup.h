@@ -10,7 +10,7 @@ struct TotalsView;
 
 // Fills t's rollup fields and sets has_rollup; leaves has_rollup false when the file cannot be
 // read (kernels before 4.14, a /proc without it). One open and read into a stack buffer: no
-// allocation, no stdio; errno is the caller's to keep (the writer thread's own).
+// allocation, no stdio; errno kept (it also runs on the program's thread at exit).
 void read_rss_rollup(TotalsView *t);
 
 // Parses smaps_rollup's text (for tests): "Name:   N kB" lines, bytes out; false without "Rss:".

@@ -76,14 +76,15 @@ TotalsView append_totals_record(bool rollup) {
 // g_pending. The writer thread's periodic flush also drives the snapshot triggers. False if a
 // record was cut by an allocation failure: those records are dropped.
 // The writer's ticks since the start (under g_flush_mutex): one in config.rss_parts_ticks reads
-// the RSS parts, the first tick included, so that even a short run has one.
+// the RSS parts, the first tick included; so does every flush outside the ticks (the last one at
+// exit, an explicit flush), so that a run shorter than a tick has one too.
 uint32_t g_ticks = 0;
 
 bool gather_locked(bool with_totals, bool tick) {
   modules::refresh(false);
   for_each_thread(collect_thread, nullptr);
   if (with_totals) {
-    bool rollup = tick && config.rss_parts_ticks && g_ticks++ % config.rss_parts_ticks == 0;
+    bool rollup = config.rss_parts_ticks && (!tick || g_ticks++ % config.rss_parts_ticks == 0);
     TotalsView t = append_totals_record(rollup);
     if (tick) snapshot::writer_tick(t.heap > 0 ? uint64_t(t.heap) : 0, t.rss);
   }

@@ -643,6 +643,24 @@ int run_live(const Common &o, bool at_peak) {
 
 // --- timeline ---------------------------------------------------------------------------------------
 
+// The coarse RSS parts (about one a second): what of the RSS is the heap, heapsnap's own, other
+// anonymous memory and file-backed pages. Captures before format 3.4 have none: nothing printed.
+void print_rss_parts(const Common &o, const replay::ReplayResult &r, size_t rows_wanted) {
+  if (r.rss_parts.empty()) return;
+  printf("\n%s (smaps_rollup, parts add up to rss; heapsnap's own is apart: subtract it)\n",
+         out_style(Style::kHeading, "rss parts over time").c_str());
+  print_styled(Style::kHeader, "%9s %10s %10s %10s %10s %10s %10s\n", "time", "rss", "heap", "other anon", "file", "(shmem)",
+               "heapsnap");
+  size_t n = r.rss_parts.size(), step = n > rows_wanted ? (n + rows_wanted - 1) / rows_wanted : 1;
+  for (size_t i = 0; i < n; i += step) {
+    const auto &q = r.rss_parts[i];
+    printf("%9s %10s %10s %10s %10s %10s %10s%s\n", human_duration(double(q.time_ns) / 1e9).c_str(),
+           size_str(o, double(q.rss)).c_str(), size_str(o, double(q.heap)).c_str(), size_str(o, double(q.other_anon)).c_str(),
+           size_str(o, double(q.file)).c_str(), size_str(o, double(q.shmem)).c_str(), size_str(o, double(q.heapsnap)).c_str(),
+           q.clamped ? "  (figures cut to fit)" : "");
+  }
+}
+
 int run_timeline(const Common &o, size_t rows_wanted) {
   LoadedReplay L;
   if (!load_replay(o.file, o.debug_dirs, &L)) return kExitInput;
@@ -654,6 +672,13 @@ int run_timeline(const Common &o, size_t rows_wanted) {
       pts.push_back({{"time_s", double(p.time_ns) / 1e9}, {"heap_bytes", p.heap_bytes}, {"rss_bytes", p.rss_bytes},
                      {"alloc_calls", p.alloc_calls}, {"sampled_live_bytes", p.sampled_live_bytes}});
     j["points"] = pts;
+    json parts = json::array();
+    for (const auto &q : r.rss_parts)
+      parts.push_back({{"time_s", double(q.time_ns) / 1e9}, {"rss_bytes", q.rss}, {"heap_bytes", q.heap},
+                       {"heapsnap_bytes", q.heapsnap}, {"other_anonymous_bytes", q.other_anon},
+                       {"file_bytes", q.file}, {"shmem_bytes", q.shmem}, {"swap_bytes", q.swap},
+                       {"cost_ns", q.cost_ns}, {"clamped", q.clamped}});
+    j["rss_parts"] = parts;
     json mk = json::array();
     for (const auto &m : r.markers) mk.push_back({{"time_s", double(m.time_ns) / 1e9}, {"tid", m.tid}, {"text", m.text}});
     j["markers"] = mk;
@@ -677,6 +702,7 @@ int run_timeline(const Common &o, size_t rows_wanted) {
            out_style(Style::kSize, size_str(o, double(p.heap_bytes)), 12).c_str(), size_str(o, double(p.rss_bytes)).c_str(),
            std::string(size_t(std::max(0, bar)), '#').c_str());
   }
+  print_rss_parts(o, r, rows_wanted);
   printf("\n%s %s\n", out_style(Style::kHeading, "peak").c_str(),
          peak_text(peak_of(r), [&](double b) { return out_style(Style::kSize, size_str(o, b)); }).c_str());
   for (const auto &m : r.markers) printf("marker at %s: %s\n", human_duration(double(m.time_ns) / 1e9).c_str(), m.text.c_str());

@@ -339,6 +339,7 @@ class Replayer {
     see_time(t.time_ns());
     if (t.heap_bytes() > r_.highest_heap) r_.highest_heap = t.heap_bytes();
     r_.timeline.push_back({t.time_ns(), t.heap_bytes(), t.rss_bytes(), t.alloc_calls(), run_.live_bytes});
+    if (t.has_rss_parts()) r_.rss_parts.push_back(rss_parts_of(t));
   }
 
   void add_module(const wire::Module &m) {

@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "replay/rss_parts.h"
 #include "capture/capture_reader.h"
 #include "capture/stack_tree.h"
 #include "util/zero_array.h"
@@ -125,6 +126,7 @@ struct ReplayResult {
   util::ZeroArray<StackFigures> by_stack;
   std::vector<ModuleRecord> modules;
   std::vector<TimePoint> timeline;
+  std::vector<RssPartsPoint> rss_parts;  // the Totals records that carry them (format 3.4), in stream order
   HeapCells heap_cells;  // empty unless ReplayOptions::heap_cells
   std::vector<MarkerPoint> markers;
   std::vector<SnapshotPoint> snapshots;

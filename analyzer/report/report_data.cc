@@ -8,6 +8,7 @@
 #include "replay/replay.h"
 #include "replay/stack_symbolizer.h"
 #include "report/timeline_series.h"
+#include "report/memory_section.h"
 #include "snapshot/heap_snapshot.h"
 #include "snapshot/object_graph.h"
 #include "snapshot/root_objects.h"
@@ -721,6 +722,7 @@ bool build_report_data(const ReportOptions &o, json *out, std::string *error) {
   tl["t"] = ts;
   tl["heap"] = heap;
   tl["rss"] = rss;
+  tl["rss_parts"] = rss_parts_json(r);  // coarse, about once a second (null before format 3.4)
   tl["peak"] = {{"t", seconds(peak_ns)}, {"bytes", t.peak_heap_bytes()}};
   tl["end_s"] = seconds(std::max(r.end_time_ns, r.timeline.empty() ? 0 : r.timeline.back().time_ns));
   json markers = json::array();
@@ -781,6 +783,13 @@ bool build_report_data(const ReportOptions &o, json *out, std::string *error) {
     }
     if (!serr.empty()) note("snapshot " + std::to_string(chosen[i]) + ": " + serr);
     snap_sections.push_back(snapshot_json(*info, s, r, sym, sites, o));
+    // RSS explained at this snapshot, and its diagnoses among the page's notes.
+    std::string why;
+    json mem = memory_json(o.file, chosen[i], &why);
+    if (!why.empty()) note("snapshot " + std::to_string(chosen[i]) + ": " + why);
+    if (!mem.is_null())
+      for (const auto &x : mem["diagnoses"]) note("snapshot " + std::to_string(chosen[i]) + ", RSS: " + x["text"].get<std::string>());
+    snap_sections.back()["memory"] = std::move(mem);
   }
   for (const auto &s : list)
     if (s.have_end && !s.end.complete())

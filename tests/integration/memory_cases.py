@@ -12,6 +12,10 @@ to the RSS in the record exactly, and that RSS is the kernel's VmRSS within 1%; 
 - stacks: 4 threads with 32 MiB stacks touched 4 MiB deep: their stacks' touched part and size;
   "stacks much bigger than used" diagnosed.
 - mmaps: the program's own mappings, touched: the program's anonymous part holds them.
+- rss_over_time: the coarse RSS parts the writer reads from smaps_rollup (one flush in 10): with the
+  program waiting on stdin until `heapsnap timeline` on the growing capture shows 4 of them (no
+  sleep of a fixed length), every point's parts add up to its RSS, anonymous <= RSS, the heap part
+  holds the program's live bytes, heapsnap's own is shown apart; the text table prints them.
 - missing: a snapshot without the record (synth_capture writes one, as a capture from before
   format 3.3 is) says so and exits 1, never a table of zeros; no snapshot, a wrong index too.
 
@@ -24,6 +28,7 @@ usage: memory_cases.py CASE --heapsnap BIN --programs DIR --workdir DIR
 import json
 import os
 import subprocess
+import time
 
 import casekit
 from casekit import check, fail
@@ -157,6 +162,55 @@ def case_mmaps(a):
     check(anon["rss_bytes"] <= t["mapped_bytes"] + 8 * MiB, "... and not more than what it mapped, and a little")
     hs = d["by_kind"]("heapsnap")
     check(hs["rss_bytes"] > 0, "heapsnap's own memory shown apart: %d" % hs["rss_bytes"])
+
+
+def timeline_json(a, path):
+    r = run([a.heapsnap, "timeline", "--json", path])
+    try:
+        return json.loads(r.stdout)
+    except ValueError:
+        return None  # (the capture's first frame not written yet)
+
+
+def case_rss_over_time(a):
+    out = os.path.join(a.workdir, "rss_over_time.hsnap")
+    if os.path.exists(out):
+        os.unlink(out)
+    want = 4
+    p = subprocess.Popen([a.heapsnap, "record", "-q", "-o", out, "--", os.path.join(a.programs, "memory_app"), "fragment", "wait"],
+                         stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    # Poll the capture as it grows (a cut-off file reads up to its last whole frame) until the
+    # writer has made `want` points: however slow the machine, the run is as long as it needs.
+    deadline = time.monotonic() + 240
+    seen = 0
+    while time.monotonic() < deadline and p.poll() is None:
+        d = os.path.exists(out) and timeline_json(a, out)
+        seen = len(d["rss_parts"]) if d else 0
+        if seen >= want:
+            break
+        time.sleep(0.2)
+    stdout, stderr = p.communicate(input="x", timeout=120)
+    check(p.returncode == 0 and seen >= want, "recorded while %d RSS points were written (%d seen; %s)" % (want, seen, stderr[-300:]))
+    truth = dict((k, int(v)) for k, v in (line.split() for line in stdout.splitlines()))
+    d = timeline_json(a, out)
+    pts = d["rss_parts"]
+    check(len(pts) >= want, "the finished capture has them: %d points" % len(pts))
+    for q in pts:
+        total = q["heap_bytes"] + q["heapsnap_bytes"] + q["other_anonymous_bytes"] + q["file_bytes"]
+        if total != q["rss_bytes"] or q["clamped"]:
+            fail("a point's parts add up to its RSS, unclamped: %s (sum %d)" % (q, total))
+        anon = q["rss_bytes"] - q["file_bytes"]
+        if not (0 < anon <= q["rss_bytes"] and q["shmem_bytes"] <= q["file_bytes"] and q["file_bytes"] > 0):
+            fail("anonymous <= rss, shmem within the file-backed part, code resident: %s" % q)
+    print("ok: %d points, each heap + heapsnap + other anonymous + file-backed = rss" % len(pts))
+    times = [q["time_s"] for q in pts]
+    check(times == sorted(times) and len(set(times)) == len(times), "in time order, one per period")
+    last = pts[-1]
+    check(last["heap_bytes"] >= truth["live_bytes"], "the heap part holds the live bytes once made: %d >= %d" % (last["heap_bytes"], truth["live_bytes"]))
+    check(last["heapsnap_bytes"] > 0, "heapsnap's own shown apart: %d" % last["heapsnap_bytes"])
+    check(max(q["cost_ns"] for q in pts) < 1e9, "each read's cost is recorded (max %d ns)" % max(q["cost_ns"] for q in pts))
+    r = run([a.heapsnap, "timeline", out])
+    check(r.returncode == 0 and "rss parts over time" in r.stdout and "heapsnap" in r.stdout, "the text timeline shows the parts")
 
 
 def case_missing(a):

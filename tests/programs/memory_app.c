@@ -5,6 +5,8 @@
  *   trim      64 MiB freed at the end of the brk heap, not returned (M_TRIM_THRESHOLD raised)
  *   stacks    4 threads with 32 MiB stacks, each touched 4 MiB deep once, now shallow
  *   mmaps     the program's own anonymous mappings, touched (one whole, one an eighth)
+ * A second argument "wait": after the situation is made, wait for a byte (or EOF) on stdin before
+ * returning, so that a test can let the writer tick as often as it needs without a sleep.
  * Threads stay blocked on a pipe while main returns: the exit snapshot sees them. Every page the
  * test counts on is written (no THP or zero-page assumption). */
 #include <malloc.h>
@@ -117,9 +119,13 @@ int main(int argc, char **argv) {
     printf("mapped_bytes %zu\n", whole + part);
     printf("touched_bytes %zu\n", touched);
   } else {
-    fprintf(stderr, "usage: memory_app arenas|fragment|trim|stacks|mmaps\n");
+    fprintf(stderr, "usage: memory_app arenas|fragment|trim|stacks|mmaps [wait]\n");
     return 2;
   }
   fflush(stdout);
+  if (argc > 2 && strcmp(argv[2], "wait") == 0) {
+    char c;
+    (void)!read(0, &c, 1);
+  }
   return 0;
 }

@@ -508,6 +508,41 @@ def case_timeline(a):
     render(a, path, "ramp", selftest_needs=["timeline-rss"])
 
 
+def case_memory(a):
+    """Issue 32: a snapshot's RSS breakdown on the page. memory_app fragment (--program here is
+    memory_app) keeps 100,000 holes between live blocks: the page's parts add up to the RSS it
+    shows, heapsnap's own is one part apart, the fragmentation diagnosis is among the notes with
+    its numbers, the arenas table is there; the coarse RSS parts ride under the heap line."""
+    need_chromium()
+    cap = record(a, "memfrag", [a.program, "fragment"], ["--snapshot-at-exit"])
+    path, page = report(a, cap, "memfrag")
+    d = page_data(page)
+    check(d["snapshots"], "the snapshot is analysed")
+    m = d["snapshots"][-1].get("memory")
+    check(m, "it carries the RSS breakdown")
+    total = sum(p["rss_bytes"] for p in m["parts"])
+    check(total == m["rss_bytes"] == m["parts_sum_bytes"], "the parts add up to the RSS: %d = %d" % (total, m["rss_bytes"]))
+    mine = hsnap_json(a, "memory", "--json", cap)
+    check([(p["kind"], p["rss_bytes"]) for p in m["parts"]] == [(p["kind"], p["rss_bytes"]) for p in mine["parts"]],
+          "the same parts as heapsnap memory (one derivation)")
+    own = [p for p in m["parts"] if p["own"]]
+    check(len(own) == 1 and own[0]["kind"] == "heapsnap" and own[0]["rss_bytes"] > 0, "heapsnap's own apart: %s" % own)
+    frag = [x for x in m["diagnoses"] if x["id"] == "fragmentation"]
+    check(frag and frag[0]["bytes"] >= 100000 * 256, "fragmentation diagnosed with its bytes: %s" % frag)
+    check(any("RSS:" in n and frag[0]["text"] in n for n in d["notes"]), "... and among the page's notes")
+    check(m["arenas"] and any(x["main"] and x["free_chunks"] >= 99000 for x in m["arenas"]), "the main arena's holes in the table")
+    rp = d["timeline"]["rss_parts"]
+    check(rp and len(rp["t"]) >= 1 and all(h + o + x + f == r for h, o, x, f, r in
+                                           zip(rp["heap"], rp["heapsnap"], rp["other_anon"], rp["file"], rp["rss"])),
+          "the timeline's RSS parts add up to their RSS (%s)" % (rp and len(rp["t"])))
+    dom = render(a, path, "memfrag", selftest_needs=["memory-bar", "timeline-rss-parts"])
+    segs = dom.find(within="memory-bar", cls="mem-seg")
+    check(len(segs) == len([p for p in m["parts"] if p["rss_bytes"] > 0]), "one bar segment per part (%d)" % len(segs))
+    check(sum(int(s[1]["data-bytes"]) for s in segs) == m["rss_bytes"], "the drawn segments add up to the RSS shown")
+    summary = " ".join(dom.text_of(dom.by_id("memory-summary")))
+    check(str(m["rss_bytes"]) + " bytes" in summary, "the page shows the RSS in bytes (%s)" % summary[:120])
+
+
 def case_budget(a):
     need_chromium()
     cap = record(a, "stacks", [a.program, "stacks", "6"], ["--sample-bytes", "1"])

@@ -35,6 +35,7 @@ void *alloc_zeroed(size_t n) { return calloc(1, n); }
 void *grow(void *p, size_t n) { return realloc(p, n); }
 void release(void *p) { free(p); }
 bool owns(const void *) { return false; }
+uint64_t held_bytes() { return 0; }
 bool switch_to_child_arena(size_t, uint64_t *, uint64_t *) { return false; }
 
 }  // namespace heap

@@ -160,6 +160,34 @@ function selftest(done) {
     overlay.dispatchEvent(new MouseEvent('mouseleave'));
     expect(!bad.length, 'no "RSS not known" on the drawn RSS line (at ' + bad.slice(0, 5).join(', ') + ')');
   });
+  // Issue 32: the snapshot's RSS bar is the breakdown's parts, adding up to the RSS the page says,
+  // heapsnap's own last and labelled apart, and every diagnosis listed.
+  check('memory-bar', function () {
+    var m = D.snapshots.length && D.snapshots[state.snapshot].memory;
+    if (!m) return false;
+    var segs = document.querySelectorAll('#memory-bar .mem-seg'), sum = 0;
+    segs.forEach(function (g) { sum += +g.getAttribute('data-bytes'); });
+    expect(segs.length > 1 && sum === m.rss_bytes && +$('memory-bar').getAttribute('data-rss') === m.rss_bytes,
+      'the bar\'s parts add up to the RSS (' + sum + ' of ' + m.rss_bytes + ')');
+    expect($('memory-summary').textContent.indexOf(String(m.rss_bytes) + ' bytes') >= 0, 'the summary says the RSS in bytes');
+    var own = document.querySelectorAll('#memory-bar .mem-seg.own');
+    expect(own.length === 1 && segs[segs.length - 1] === own[0], 'heapsnap\'s own is one segment, the last');
+    expect(/subtract/.test(($('memory-legend').querySelector('.own') || {}).textContent || ''), 'and labelled for subtracting');
+    expect(count('memory-diagnoses', 'li[data-id]') === m.diagnoses.length, 'every diagnosis listed');
+    expect(count('memory-arenas-table', 'tbody tr') >= Math.min(1, m.arenas.length), 'the arenas table has rows');
+  });
+  // Issue 32: the RSS parts under the heap line, one area per part, heapsnap's own apart; the
+  // tooltip's parts add up to the RSS it says.
+  check('timeline-rss-parts', function () {
+    var P = D.timeline.rss_parts;
+    if (!P || !P.t.length) return false;
+    expect(count('rss-parts-chart', '#rss-parts-svg path.rss-part') === 4 && count('rss-parts-chart', 'path.rss-part.own') === 1,
+      'four part areas, heapsnap\'s own one of them');
+    var ok = true;
+    for (var i = 0; i < P.t.length; i++) ok = ok && P.heap[i] + P.other_anon[i] + P.file[i] + P.heapsnap[i] === P.rss[i];
+    expect(ok, 'every read\'s parts add up to its RSS');
+    expect(/subtract/.test(($('rss-parts-legend').querySelector('.own') || {}).textContent || ''), 'heapsnap\'s own labelled for subtracting');
+  });
   check('timeline-redraw', function () {
     var fit = $('timeline-fit');
     if (fit) { click(fit); click(fit); }

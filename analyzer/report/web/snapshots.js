@@ -113,6 +113,7 @@ function renderSnapshot() {
     fmtBytes(s.reachable_bytes) + ' reachable in ' + plural(s.reachable_blocks, 'block') + '; ' +
     fmtBytes(s.bytes - s.reachable_bytes) + ' unreachable; ' + plural(s.edges, 'pointer') + '; pause ' + s.pause_ms.toFixed(1) + ' ms.';
   renderDominators(s);
+  renderMemory(s);
   var total = s.reachable_bytes || 1;
   table($('retainers-table'), [
     num('retained', 'retained', fmtBytes),

@@ -134,4 +134,5 @@ function renderTimeline() {
   });
   overlay.addEventListener('mouseleave', function () { hover.setAttribute('visibility', 'hidden'); hideTip(); });
   host.appendChild(svg);
+  renderRssParts(W, tmax, m.l, m.r);
 }

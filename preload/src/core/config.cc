@@ -128,6 +128,13 @@ bool read_config() {
     uint64_t v;
     if (parse_u64(s, &v) && v >= 1 && v <= 10000) config.flush_ms = uint32_t(v);
   }
+  // RSS parts over time (issue 32): smaps_rollup walks every mapping's page tables, so it is read
+  // on one writer tick in ten (about 1 s), not every flush.
+  config.rss_parts_ticks = 10;
+  if (const char *s = getenv("HEAPSNAP_RSS_PARTS_TICKS")) {
+    uint64_t v;
+    if (parse_u64(s, &v) && v <= 100000) config.rss_parts_ticks = uint32_t(v);
+  }
   config.unwinder = 0;  // unwind::kFast
   config.unwind_check[0] = 0;
   if (const char *s = getenv("HEAPSNAP_UNWINDER")) {

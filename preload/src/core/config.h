@@ -14,6 +14,7 @@ struct Config {
   ForkMode fork_mode;         // HEAPSNAP_FORK=follow|stop
   bool no_follow_exec;        // HEAPSNAP_NO_FOLLOW=1: exec'd programs are not traced
   uint32_t flush_ms;          // HEAPSNAP_FLUSH_MS: maximum time between frames
+  uint32_t rss_parts_ticks;   // HEAPSNAP_RSS_PARTS_TICKS: smaps_rollup read every N flushes (0 = never)
   bool debug;                 // HEAPSNAP_DEBUG=1: the shim says on stderr why it stopped tracing
   int zstd_level;             // HEAPSNAP_ZSTD_LEVEL (1..19)
   bool zstd_level_given;      // set by HEAPSNAP_ZSTD_LEVEL: used as is (no adaptive level)

@@ -4,6 +4,7 @@
 #include <link.h>
 #include <sys/mman.h>
 
+#include <atomic>
 #include <cstring>
 
 #include "core/common.h"
@@ -83,10 +84,32 @@ bool ready() { return loaded; }
 
 bool owns(const void *p) { return !shared && mi_is_in_heap_region_fn && mi_is_in_heap_region_fn(p); }
 
-void *alloc(size_t n) { return HS_UNLIKELY(g_child) ? arena_alloc(n) : mi_malloc_fn(n); }
-void *alloc_zeroed(size_t n) { return HS_UNLIKELY(g_child) ? arena_alloc(n) : mi_zalloc_fn(n); }
+static std::atomic<int64_t> g_held{0};
+static size_t usable(void *p) { return p && mi_usable_size_fn ? mi_usable_size_fn(p) : 0; }
+
+void *alloc(size_t n) {
+  if (HS_UNLIKELY(g_child)) return arena_alloc(n);
+  void *p = mi_malloc_fn(n);
+  g_held.fetch_add(int64_t(usable(p)), std::memory_order_relaxed);
+  return p;
+}
+void *alloc_zeroed(size_t n) {
+  if (HS_UNLIKELY(g_child)) return arena_alloc(n);
+  void *p = mi_zalloc_fn(n);
+  g_held.fetch_add(int64_t(usable(p)), std::memory_order_relaxed);
+  return p;
+}
+uint64_t held_bytes() {
+  int64_t v = g_held.load(std::memory_order_relaxed);
+  return v > 0 ? uint64_t(v) : 0;
+}
 void *grow(void *p, size_t n) {
-  if (HS_LIKELY(!g_child)) return mi_realloc_fn(p, n);
+  if (HS_LIKELY(!g_child)) {
+    size_t before = usable(p);
+    void *q = mi_realloc_fn(p, n);
+    if (q) g_held.fetch_add(int64_t(usable(q)) - int64_t(before), std::memory_order_relaxed);
+    return q;
+  }
   void *q = arena_alloc(n);
   if (q && p) {
     // A block of the arena has its size before it; one mimalloc gave before the switch (the tail
@@ -100,7 +123,10 @@ void *grow(void *p, size_t n) {
   return q;
 }
 void release(void *p) {
-  if (p && HS_LIKELY(!g_child)) mi_free_fn(p);
+  if (p && HS_LIKELY(!g_child)) {
+    g_held.fetch_sub(int64_t(usable(p)), std::memory_order_relaxed);
+    mi_free_fn(p);
+  }
 }
 
 }  // namespace hs::heap

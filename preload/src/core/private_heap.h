@@ -19,6 +19,9 @@ void *alloc(size_t n);             // never returns memory of the program's allo
 void *alloc_zeroed(size_t n);
 void *grow(void *p, size_t n);     // realloc
 void release(void *p);
+// Bytes (usable sizes) the tracer holds in mimalloc now: a floor for its own RSS, for the RSS
+// parts over time. Counted on the private heap's calls only, never on the program's path.
+uint64_t held_bytes();
 
 template <typename T>
 T *make_array(size_t n) { return static_cast<T *>(alloc_zeroed(n * sizeof(T))); }

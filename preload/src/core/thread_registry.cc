@@ -395,6 +395,16 @@ void encode_totals(wire::Buf &b, const TotalsView &t) {
   b.u64(15, t.realloc_moves);
   b.u64(16, t.dropped);
   b.u64(17, t.peak_accuracy);
+  if (t.has_rollup) {
+    size_t at = b.open(18);
+    b.u64(1, t.rollup_rss);
+    b.u64(2, t.rollup_anon);
+    b.u64(3, t.rollup_shmem);
+    b.u64(4, t.rollup_swap);
+    b.u64(5, t.rollup_heapsnap_heap);
+    b.u64(6, t.rollup_cost_ns);
+    b.close(at);
+  }
 }
 
 }  // namespace hs

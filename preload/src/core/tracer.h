@@ -85,6 +85,9 @@ struct TotalsView {
   uint64_t live_blocks, peak, peak_time, sampled, foreign_frees, rss, realloc_calls,
       realloc_moves, dropped;
   uint32_t threads_seen, peak_accuracy;
+  // Totals.rss_parts, read on some writer ticks only (rss_rollup.h); has_rollup false elsewhere.
+  bool has_rollup;
+  uint64_t rollup_rss, rollup_anon, rollup_shmem, rollup_swap, rollup_heapsnap_heap, rollup_cost_ns;
 };
 TotalsView read_totals();
 void encode_totals(wire::Buf &b, const TotalsView &t);  // Totals fields into an open message

@@ -21,6 +21,7 @@
 #include "core/high_fd.h"
 #include "sampling/module_map.h"
 #include "core/proc_maps.h"
+#include "core/rss_rollup.h"
 #include "core/private_heap.h"
 #include "snapshot/snapshot.h"
 #include "core/thread_state.h"
@@ -59,8 +60,10 @@ void collect_thread(ThreadState *s, void *) {
   s->lock.unlock();
 }
 
-TotalsView append_totals_record() {
+// rollup: the record carries the RSS parts (rss_rollup.h).
+TotalsView append_totals_record(bool rollup) {
   TotalsView t = read_totals();
+  if (rollup) read_rss_rollup(&t);
   outbox_lock();
   wire::RecordMark m = wire::begin_record(outbox(), wire::kTotals);
   encode_totals(outbox(), t);
@@ -72,11 +75,17 @@ TotalsView append_totals_record() {
 // Must hold g_flush_mutex. Moves every thread's events (and, with_totals, a Totals record) into
 // g_pending. The writer thread's periodic flush also drives the snapshot triggers. False if a
 // record was cut by an allocation failure: those records are dropped.
+// The writer's ticks since the start (under g_flush_mutex): one in config.rss_parts_ticks reads
+// the RSS parts, the first tick included; so does every flush outside the ticks (the last one at
+// exit, an explicit flush), so that a run shorter than a tick has one too.
+uint32_t g_ticks = 0;
+
 bool gather_locked(bool with_totals, bool tick) {
   modules::refresh(false);
   for_each_thread(collect_thread, nullptr);
   if (with_totals) {
-    TotalsView t = append_totals_record();
+    bool rollup = config.rss_parts_ticks && (!tick || g_ticks++ % config.rss_parts_ticks == 0);
+    TotalsView t = append_totals_record(rollup);
     if (tick) snapshot::writer_tick(t.heap > 0 ? uint64_t(t.heap) : 0, t.rss);
   }
   outbox_lock();

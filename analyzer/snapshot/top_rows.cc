@@ -41,8 +41,10 @@ std::vector<TopRow> top_rows(const ObjectGraph &g, const RootObjects &roots, con
   const auto &idom = g.dom.idom;
   std::vector<uint32_t> nodes;
   nodes.reserve(g.dom.preorder.size());  // the nodes in the tree: no regrowth (10^8 of them)
+  // (A root that keeps nothing alive, a thread whose stack points at no block, is no retainer.)
   for (uint32_t v = 1; v < g.csr.num_nodes; ++v)
-    if (g.retained.count[v] && v != g.leak_node && (leaks || !g.unreachable(v))) nodes.push_back(v);
+    if (g.retained.count[v] && v != g.leak_node && (leaks || !g.unreachable(v)) && !(g.is_root(v) && !g.retained.bytes[v]))
+      nodes.push_back(v);
   // Ancestors first among equal sizes: an ancestor retains more blocks (itself) than any descendant.
   auto before = [&](uint32_t x, uint32_t y) {
     if (g.retained.bytes[x] != g.retained.bytes[y]) return g.retained.bytes[x] > g.retained.bytes[y];

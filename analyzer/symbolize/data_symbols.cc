@@ -313,7 +313,8 @@ DataSymbols::DataSymbols(const std::string& path, const std::string& expected_bu
     if (!syms_.empty() && syms_.back().addr == c.sym.addr) continue;
     // A sized symbol nested in the previous one's extent: the outer one names the bytes.
     if (!syms_.empty() && syms_.back().size && c.sym.addr < syms_.back().addr + syms_.back().size) continue;
-    c.sym.name = demangle(c.sym.name.c_str());
+    // Readable as sites are: "g_names[abi:cxx11]" is g_names, "std::__cxx11::..." is "std::...".
+    c.sym.name = readable_name(demangle(c.sym.name.c_str()), 200);
     syms_.push_back(std::move(c.sym));
   }
   Dwarf_Addr bias = 0;

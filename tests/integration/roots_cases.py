@@ -302,6 +302,8 @@ def case_before_destructors(a):
         before = {x["name"]: x for x in hj(a, "roots", "--json", "--snapshot", str(snaps[0]["index"]), out)["roots"]}
         check(before.get("g_table", {}).get("retained_bytes") == table,
               "%s: before destructors, g_table holds its %d bytes (%s)" % (how, table, before.get("g_table")))
+        check("g_labels" in before and not any("[abi:" in n for n in before),
+              "%s: a global whose symbol has an ABI tag is named as written, g_labels (%s)" % (how, sorted(before)))
         after = hj(a, "roots", "--json", "--snapshot", str(snaps[1]["index"]), out)
         check(after["total_bytes"] < table, "%s: after them, the heap no longer holds the table (%d)" % (how, after["total_bytes"]))
 

@@ -51,7 +51,7 @@ class DwarfVariables {
 
   explicit DwarfVariables(Dwarf* dw) : dw_(dw) {}
 
-  // The member layouts of the classes seen by read() that are not templates (type_layouts.h).
+  // The member layouts of the program's classes seen by read(), templates included (type_layouts.h).
   TypeLayouts layouts() {
     TypeLayouts out;
     for (const auto& [name, off] : classes_) {
@@ -88,7 +88,7 @@ class DwarfVariables {
             const int tt = dwarf_tag(&t);
             if (tt == DW_TAG_structure_type || tt == DW_TAG_class_type || tt == DW_TAG_union_type) {
               auto it = names_.find(dwarf_dieoffset(&t));
-              if (it != names_.end() && it->second.find('<') == std::string::npos) tm.type = it->second;
+              if (it != names_.end()) tm.type = layout_key(it->second);
             }
           }
           members.push_back(std::move(tm));
@@ -157,11 +157,12 @@ class DwarfVariables {
           const char* n = dwarf_diename(&it.die);
           std::string q = scope + (n ? n : tag == DW_TAG_namespace ? "(anonymous namespace)" : "(anonymous)");
           if (tag != DW_TAG_namespace) names_.emplace(dwarf_dieoffset(&it.die), q);
-          // A class's layout, once per name: not a template, not a declaration.
+          // A class's layout, once per name: the program's own (templates too), not a declaration.
           if ((tag == DW_TAG_structure_type || tag == DW_TAG_class_type || tag == DW_TAG_union_type) && n &&
-              q.find('<') == std::string::npos && !dwarf_hasattr(&it.die, DW_AT_declaration) &&
-              dwarf_hasattr(&it.die, DW_AT_byte_size) && class_names_.insert(q).second)
-            classes_.emplace_back(q, dwarf_dieoffset(&it.die));
+              !dwarf_hasattr(&it.die, DW_AT_declaration) && dwarf_hasattr(&it.die, DW_AT_byte_size)) {
+            std::string key = layout_key(q);
+            if (!key.empty() && class_names_.insert(key).second) classes_.emplace_back(std::move(key), dwarf_dieoffset(&it.die));
+          }
           if (tag != DW_TAG_typedef && tag != DW_TAG_base_type) {
             scope = q + "::";
             inner = scope.size();
@@ -188,6 +189,18 @@ class DwarfVariables {
         stack.push_back({child, inner});  // popped next: scope[0, inner) is still its prefix
       }
     }
+  }
+
+  // The name a class's layout is found by: the one BlockTyper gives its objects. A template's
+  // DWARF name spells its arguments out ("Holder<std::__cxx11::basic_string<char, ...> >"), so it
+  // is made readable as types are ("Holder<std::string>"). The standard library's own templates
+  // are left out ("" : container_field knows their nodes and buffers; a program instantiates
+  // hundreds of them).
+  static std::string layout_key(const std::string& q) {
+    if (q.find('<') == std::string::npos) return q;
+    for (const char* lib : {"std::", "__gnu_cxx::", "__cxxabiv1::", "__gnu_debug::"})
+      if (q.rfind(lib, 0) == 0) return "";
+    return readable_name(q, 400);
   }
 
   std::string type_name(Dwarf_Die& die, int depth) {

@@ -1,8 +1,9 @@
 // The field that holds a pointer, by its owner's type: a retention path says "field +40 (buffer)",
 // not only "+40". Two sources:
 //  - the member layouts of the classes a program defines, from DWARF (data_symbols.cc collects
-//    them while it reads the variables): classes that are not templates (no '<' in their name),
-//    looked up by the qualified names BlockTyper gives the program's own types (from a vtable,
+//    them while it reads the variables): the program's classes and class templates' instances
+//    (not the standard library's), looked up by the qualified, readable names BlockTyper gives
+//    the program's own types ("Holder<std::string>": readable_name.h) (from a vtable,
 //    the allocation's frames or the type of the variable that holds the block);
 //  - libstdc++'s container nodes and buffers, by the names BlockTyper gives them ("std::map<K, V>
 //    node", "std::vector<T> buffer"): their layouts are the library's, fixed (container_field).

@@ -304,6 +304,14 @@ def case_before_destructors(a):
               "%s: before destructors, g_table holds its %d bytes (%s)" % (how, table, before.get("g_table")))
         check("g_labels" in before and not any("[abi:" in n for n in before),
               "%s: a global whose symbol has an ABI tag is named as written, g_labels (%s)" % (how, sorted(before)))
+        # A template of the program's own on the path: its field named from its instance's layout.
+        blocks = hj(a, "snapshots", "--dump", str(snaps[0]["index"]), out)["block_list"]
+        payload = [b["address"] for b in blocks if b["size"] == 77]
+        check(len(payload) == 1, "%s: the Payload block (%s)" % (how, payload))
+        hops = hj(a, "path", "--json", "--snapshot", str(snaps[0]["index"]), out, payload[0])["hops"]
+        fields = [(h.get("type"), h.get("next_in_field")) for h in hops]
+        check(("Wrapper<Payload>", "inner") in fields,
+              "%s: the path through the program's template names its field: Wrapper<Payload>.inner (%s)" % (how, fields))
         after = hj(a, "roots", "--json", "--snapshot", str(snaps[1]["index"]), out)
         check(after["total_bytes"] < table, "%s: after them, the heap no longer holds the table (%d)" % (how, after["total_bytes"]))
 

@@ -25,6 +25,9 @@
 #include "replay/stack_symbolizer.h"
 
 namespace heapsnap::cli {
+// Named as well as anonymous: the sanitizer builds' unity units put several cmd_*.cc in one
+// translation unit, and each has its own Options and run().
+namespace cmd_export {
 namespace {
 
 struct ExportOpts {
@@ -188,8 +191,10 @@ void add_common(Cmd cmd, ExportOpts &o) {
 }
 
 }  // namespace
+}  // namespace cmd_export
 
 void add_export_commands(Cmd app, int *rc) {
+  using namespace cmd_export;
   {
     auto o = std::make_shared<ExportOpts>();
     Cmd cmd = app.subcommand("flamegraph", "Collapsed stacks for flamegraph.pl or speedscope.");

@@ -12,6 +12,9 @@
 #include "snapshot/heap_snapshot.h"
 
 namespace heapsnap::cli {
+// Named as well as anonymous: the sanitizer builds' unity units put several cmd_*.cc in one
+// translation unit, and each has its own Options and run().
+namespace cmd_memory {
 namespace {
 
 using json = nlohmann::ordered_json;
@@ -183,8 +186,10 @@ int run(const Options &o) {
 }
 
 }  // namespace
+}  // namespace cmd_memory
 
 void add_memory_command(Cmd app, int *rc) {
+  using namespace cmd_memory;
   auto o = std::make_shared<Options>();
   Cmd cmd = app.subcommand("memory",
                            "The program's RSS at a snapshot, explained: heap (live, overhead, free, top), mmapped "

@@ -23,6 +23,9 @@
 #include "cli/term_style.h"
 
 namespace heapsnap::cli {
+// Named as well as anonymous: the sanitizer builds' unity units put several cmd_*.cc in one
+// translation unit, and each has its own Options and run().
+namespace cmd_record {
 namespace {
 
 struct Options {
@@ -612,14 +615,17 @@ int command_index(int argc, char **argv, bool *only_color) {
 }
 
 }  // namespace
+}  // namespace cmd_record
 
 bool command_is_record(int argc, char **argv) {
+  using namespace cmd_record;
   bool only_color;
   int i = command_index(argc, argv, &only_color);
   return only_color && i < argc && std::string(argv[i]) == "record";
 }
 
 int split_record_command(int argc, char **argv) {
+  using namespace cmd_record;
   // heapsnap record [options] [--] program args...
   // Only when record is the command. "heapsnap leaks --match record app.hsnap" must not split.
   bool only_color;
@@ -645,6 +651,7 @@ int split_record_command(int argc, char **argv) {
 }
 
 void add_record_command(Cmd app, int *rc) {
+  using namespace cmd_record;
   auto opts = std::make_shared<Options>();
   Cmd cmd = app.subcommand(
       "record", "Run a program with the heapsnap shim preloaded and write a capture: heapsnap record [OPTIONS] -- PROGRAM [ARGS...]");

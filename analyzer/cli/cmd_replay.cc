@@ -22,6 +22,9 @@
 #include "replay/stack_symbolizer.h"
 
 namespace heapsnap::cli {
+// Named as well as anonymous: the sanitizer builds' unity units put several cmd_*.cc in one
+// translation unit, and each has its own Options and run().
+namespace cmd_replay {
 namespace {
 
 using json = nlohmann::ordered_json;
@@ -714,8 +717,10 @@ int run_timeline(const Common &o, size_t rows_wanted) {
 }
 
 }  // namespace
+}  // namespace cmd_replay
 
 void add_replay_commands(Cmd app, int *rc) {
+  using namespace cmd_replay;
   {
     auto o = std::make_shared<TopOpts>();
     Cmd cmd = app.subcommand("top-allocators", "Allocation sites ranked by bytes, calls, bytes live at the peak, or bytes leaked.");

@@ -17,6 +17,9 @@
 #include "report/report_data.h"
 
 namespace heapsnap::cli {
+// Named as well as anonymous: the sanitizer builds' unity units put several cmd_*.cc in one
+// translation unit, and each has its own Options and run().
+namespace cmd_report {
 namespace {
 
 struct ReportArgs {
@@ -93,8 +96,10 @@ int run_report(ReportArgs a) {
 }
 
 }  // namespace
+}  // namespace cmd_report
 
 void add_report_command(Cmd app, int *rc) {
+  using namespace cmd_report;
   auto a = std::make_shared<ReportArgs>();
   auto &o = a->opts;
   Cmd cmd = app.subcommand(

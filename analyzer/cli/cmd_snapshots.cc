@@ -10,6 +10,9 @@
 #include "snapshot/heap_snapshot.h"
 
 namespace heapsnap::cli {
+// Named as well as anonymous: the sanitizer builds' unity units put several cmd_*.cc in one
+// translation unit, and each has its own Options and run().
+namespace cmd_snapshots {
 namespace {
 
 using json = nlohmann::ordered_json;
@@ -128,8 +131,10 @@ int run(const Options &o) {
 }
 
 }  // namespace
+}  // namespace cmd_snapshots
 
 void add_snapshots_command(Cmd app, int *rc) {
+  using namespace cmd_snapshots;
   auto o = std::make_shared<Options>();
   Cmd cmd = app.subcommand("snapshots", "List the heap snapshots in a capture (time, trigger, blocks, bytes, edges, pause).");
   cmd.option("file", o->file, "capture file").required();

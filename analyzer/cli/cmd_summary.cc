@@ -11,6 +11,9 @@
 #include "snapshot/heap_snapshot.h"
 
 namespace heapsnap::cli {
+// Named as well as anonymous: the sanitizer builds' unity units put several cmd_*.cc in one
+// translation unit, and each has its own Options and run().
+namespace cmd_summary {
 namespace {
 
 struct Options {
@@ -144,8 +147,10 @@ int run(const Options &o) {
 }
 
 }  // namespace
+}  // namespace cmd_summary
 
 void add_summary_command(Cmd app, int *rc) {
+  using namespace cmd_summary;
   auto opts = std::make_shared<Options>();
   Cmd cmd = app.subcommand(
       "summary", "Program, duration, exact allocation totals, peak, sampling and integrity of a capture.");

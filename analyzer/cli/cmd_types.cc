@@ -84,6 +84,9 @@ int print_types(retainers::Context &c, const SnapshotArgs &a) {
   return kExitOk;
 }
 
+// Named as well as anonymous: the sanitizer builds' unity units put several cmd_*.cc in one
+// translation unit, and each has its own Options and run().
+namespace cmd_types {
 namespace {
 
 int run(const SnapshotArgs &a) {
@@ -93,8 +96,10 @@ int run(const SnapshotArgs &a) {
 }
 
 }  // namespace
+}  // namespace cmd_types
 
 void add_types_command(Cmd app, int *rc) {
+  using namespace cmd_types;
   auto a = std::make_shared<SnapshotArgs>();
   Cmd cmd = app.subcommand(
       "types", "The types of a snapshot's objects (MAT's class histogram): count, own bytes, retained bytes.");

@@ -16,6 +16,9 @@
 #include "snapshot/reachability.h"
 
 namespace heapsnap::cli {
+// Named as well as anonymous: the sanitizer builds' unity units put several cmd_*.cc in one
+// translation unit, and each has its own Options and run().
+namespace cmd_unreachable {
 namespace {
 
 using json = nlohmann::ordered_json;
@@ -125,8 +128,10 @@ int run(const SnapshotArgs &a) {
 }
 
 }  // namespace
+}  // namespace cmd_unreachable
 
 void add_unreachable_command(Cmd app, int *rc) {
+  using namespace cmd_unreachable;
   auto a = std::make_shared<SnapshotArgs>();
   Cmd cmd = app.subcommand("unreachable", "Blocks of a snapshot that nothing reaches: definitely, indirectly and possibly lost, as memcheck counts them.");
   add_snapshot_args(cmd, *a);

@@ -1,13 +1,15 @@
 // The SnapshotMemory record (child_memory.h): the program's RSS split into parts that add up to
-// it. The program's own /proc/PID/smaps gives each mapping's Rss (the child's copy would not:
-// fork does not copy the page tables of file mappings the program never wrote); the child then
+// it, at the fork: each anonymous mapping's Rss from the child's own /proc/self/smaps (its page
+// tables are the fork's copy: the program runs on and its own smaps, read later, would mix the
+// two moments), each file mapping's from the program's /proc/PID/smaps (fork does not copy the
+// page tables of file mappings the program never wrote: see smaps.h, merge_fork_image); the child then
 // claims, in its copy, what it knows of each anonymous mapping, in order of precedence:
 // heapsnap's own memory, thread stacks, glibc's mmapped chunks, modules' .bss, and the arenas
 // chunk by chunk. What no claim takes is the mapping's own kind (smaps.h, base_kind).
 //
 // Residency is taken (memory_begin) before the child reads any of the program's memory or the
 // tracer's tables: a read of a page never touched maps the zero page in the child, which mincore
-// counts as resident. HEAPSNAP_DEBUG=1 prints the mappings where the two views differ.
+// counts as resident (smaps does not). HEAPSNAP_DEBUG=1 prints the mappings where the two views differ.
 #include <fcntl.h>
 #include <sys/mman.h>
 #include <unistd.h>
@@ -186,6 +188,47 @@ uint64_t vm_rss(uint64_t pid) {
   return v * 1024;
 }
 
+// An smaps file parsed into the child's arena; null when it cannot be read or parsed.
+memory::SmapsEntry *read_smaps(const char *path, long *n) {
+  size_t len = 0;
+  char *text = read_whole(path, &len);
+  if (!text) return nullptr;
+  long lines = 0;
+  for (size_t i = 0; i < len; ++i) lines += text[i] == '\n';
+  const size_t cap = size_t(lines / 4 + 16);  // (a mapping is 20-odd lines)
+  auto *entries = static_cast<memory::SmapsEntry *>(heap::alloc(cap * sizeof(memory::SmapsEntry)));
+  *n = entries ? memory::parse_smaps(text, len, entries, cap) : -1;
+  return *n >= 0 ? entries : nullptr;
+}
+
+// Resident bytes of [lo, hi) in the child now (a mapping merged with the child's arena: its part
+// outside the arena).
+uint64_t resident_now(uint64_t lo, uint64_t hi, void *) {
+  const uint64_t page = uint64_t(sysconf(_SC_PAGESIZE));
+  lo &= ~(page - 1);
+  size_t pages = size_t((hi - lo + page - 1) / page);
+  auto *v = static_cast<uint8_t *>(heap::alloc(pages + 1));
+  if (!v || mincore(reinterpret_cast<void *>(lo), hi - lo, v) != 0) return 0;
+  uint64_t r = 0;
+  for (size_t i = 0; i < pages; ++i) r += (v[i] & 1) ? page : 0;
+  return r;
+}
+
+// The test hook HEAPSNAP_TEST_CHILD_HANDSHAKE=DIR (config.h): says it has forked (DIR/forked),
+// then waits for DIR/go, for at most 30 s, so that a test program changes its memory between the
+// fork and the read of its smaps, on purpose and not by a race.
+void test_handshake() {
+  char path[sizeof(config.test_child_handshake) + 16];
+  snprintf(path, sizeof(path), "%s/forked", config.test_child_handshake);
+  int fd = open(path, O_WRONLY | O_CREAT | O_CLOEXEC, 0600);
+  if (fd >= 0) close(fd);
+  snprintf(path, sizeof(path), "%s/go", config.test_child_handshake);
+  for (int i = 0; i < 30000 && access(path, F_OK) != 0; ++i) {
+    timespec ts = {0, 1000000};
+    nanosleep(&ts, nullptr);
+  }
+}
+
 struct Stack {
   uint32_t tid;
   uint64_t lo, hi, rss, used;
@@ -211,21 +254,27 @@ void write_arena(wire::Buf &o, const ArenaFigures &a) {
 
 }  // namespace
 
-void memory_begin(Child &c) {
+void memory_begin(Child &c, uint64_t arena_lo, uint64_t arena_hi) {
   auto *ms = static_cast<MemoryState *>(heap::alloc_zeroed(sizeof(MemoryState)));
   if (!ms) return;
   c.memory = new (ms) MemoryState();
+  if (config.test_child_handshake[0]) test_handshake();
   ms->t0 = mono_ns();
   ms->n = -1;
+  // The child's own smaps first: the fork's page tables of the program's anonymous memory (see
+  // smaps.h, merge_fork_image). Then the program's, for the file mappings fork did not copy.
+  long n_own = 0, n_program = 0;
+  memory::SmapsEntry *own = read_smaps("/proc/self/smaps", &n_own);
   char path[64];
   snprintf(path, sizeof(path), "/proc/%lu/smaps", (unsigned long)c.main_tid);
-  size_t len = 0;
-  char *text = read_whole(path, &len);
+  memory::SmapsEntry *program = read_smaps(path, &n_program);
   ms->status_rss = vm_rss(c.main_tid);
-  long lines = 0;
-  for (size_t i = 0; text && i < len; ++i) lines += text[i] == '\n';
-  ms->entries = static_cast<memory::SmapsEntry *>(heap::alloc(size_t(lines / 4 + 16) * sizeof(memory::SmapsEntry)));
-  ms->n = text && ms->entries ? memory::parse_smaps(text, len, ms->entries, size_t(lines / 4 + 16)) : -1;
+  if (own && program) {
+    ms->entries = static_cast<memory::SmapsEntry *>(heap::alloc(size_t(n_own + 2) * sizeof(memory::SmapsEntry)));
+    if (ms->entries)
+      ms->n = memory::merge_fork_image(own, n_own, program, n_program, arena_lo, arena_hi, resident_now, nullptr,
+                                       ms->entries, size_t(n_own + 2), &ms->changed);
+  }
   if (ms->n > 0 && !ms->m.init(ms->entries, ms->n)) ms->n = 0;
   ms->ns = mono_ns() - ms->t0;
 }
@@ -352,7 +401,7 @@ void write_memory(Child &c, const regs::Result &rr, uint64_t arena_lo, uint64_t 
   // Each mapping's Rss by kind.
   uint64_t rss[kKinds] = {}, size[kKinds] = {}, swap[kKinds] = {}, anon[kKinds] = {}, shared[kKinds] = {};
   uint32_t maps_of[kKinds] = {};
-  uint64_t total = 0, unmatched = 0;
+  uint64_t total = 0;
   for (long i = 0; i < n; ++i) {
     const memory::SmapsEntry &e = entries[i];
     Kind rest = memory::base_kind(entries, n, i);
@@ -361,10 +410,9 @@ void write_memory(Child &c, const regs::Result &rr, uint64_t arena_lo, uint64_t 
     uint64_t claimed_virt = 0;
     for (int q = 0; q < kKinds; ++q) claimed_virt += m.virt[i][q];
     total += e.rss;
-    if (m.vec[i]) {  // what the child's copy holds vs what the program's smaps says
+    if (config.debug && m.vec[i]) {  // mincore's count vs the Rss taken (zero pages make them differ)
       uint64_t mine = m.resident(e.start, e.end);
-      unmatched += mine > e.rss ? mine - e.rss : e.rss - mine;
-      if (config.debug && (mine > e.rss + 65536 || e.rss > mine + 65536)) {
+      if (mine > e.rss + 65536 || e.rss > mine + 65536) {
         char msg[256];
         int len = snprintf(msg, sizeof(msg), "heapsnap: memory: %lx-%lx %s: Rss %lu, resident in the child %lu\n",
                            (unsigned long)e.start, (unsigned long)e.end, e.path, (unsigned long)e.rss, (unsigned long)mine);
@@ -421,7 +469,7 @@ void write_memory(Child &c, const regs::Result &rr, uint64_t arena_lo, uint64_t 
   }
   c.out.u64(7, rr.n + 1);
   c.out.u64(8, uint64_t(n));
-  c.out.u64(9, unmatched);
+  c.out.u64(9, ms.changed);
   c.out.u64(10, ms.ns + (mono_ns() - t0));
   c.out.str(11, error);
   c.out.u64(12, mmapped);

@@ -69,20 +69,21 @@ struct ArenaFigures {
 // heaps[0..*nheaps) (room for heaps_cap), address-ordered: blocks outside them are no arena's.
 uint32_t walk_arenas(Child &c, Meter &m, ArenaFigures *out, uint32_t cap, Range *heaps, size_t *nheaps, size_t heaps_cap);
 
-// child_memory.cc, in two phases around the blocks' enumeration. memory_begin reads the program's
-// smaps and takes mincore's vectors of its anonymous mappings before the child reads any of the
+// child_memory.cc, in two phases around the blocks' enumeration. memory_begin reads the child's
+// own smaps (the fork moment's anonymous memory) and the program's (its file mappings) and takes mincore's vectors of its anonymous mappings before the child reads any of the
 // program's memory: a read of a page the program never touched maps the zero page in the child,
 // which mincore would count (the shadow's untouched pages, read by the enumeration, did).
 // write_memory claims, walks the arenas and writes the SnapshotMemory record (before the blocks;
 // no block list is changed).
 struct MemoryState {
-  memory::SmapsEntry *entries;
+  memory::SmapsEntry *entries;  // the fork image's mappings (smaps.h, merge_fork_image)
   long n;  // -1: smaps could not be read
+  uint64_t changed;  // the program's anonymous memory changed since the fork (left out)
   uint64_t status_rss;
   uint64_t t0, ns;  // the breakdown's own time (both phases)
   Meter m;
 };
-void memory_begin(Child &c);
+void memory_begin(Child &c, uint64_t arena_lo, uint64_t arena_hi);
 void write_memory(Child &c, const regs::Result &rr, uint64_t arena_lo, uint64_t arena_hi);
 
 }  // namespace hs::snapshot::child

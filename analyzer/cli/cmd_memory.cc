@@ -122,7 +122,7 @@ int run(const Options &o) {
     std::cout << j.dump(2) << "\n";
     return kExitOk;
   }
-  printf("%s — RSS %s (the kernel's VmRSS: %s), %u mapping%s, %u thread%s\n\n",
+  printf("%s — RSS %s at the fork (the kernel's VmRSS, read after it: %s), %u mapping%s, %u thread%s\n\n",
          out_style(Style::kHeading, "memory at snapshot " + std::to_string(index)).c_str(), sz(b.rss).c_str(),
          sz(b.vm_rss).c_str(), b.mappings, b.mappings == 1 ? "" : "s", b.threads, b.threads == 1 ? "" : "s");
   print_styled(Style::kHeader, "%-20s %12s %7s %12s  %s\n", "part", "resident", "of RSS", "mapped", "what");

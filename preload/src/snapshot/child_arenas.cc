@@ -60,11 +60,20 @@ struct Walk {
     const uint64_t *cur = std::lower_bound(c.addr, c.addr + c.n, first);
     const uint64_t *last = c.addr + c.n;
     uint64_t p = first;
+    const uint32_t *chunk = c.chunk;
     while (p + 16 <= end) {
-      // Each header's address follows from the one before (latency-bound): the live blocks ahead,
-      // known from the shadow, are fetched in advance, and with them the free chunks between.
-      if (last - cur > 16) __builtin_prefetch(reinterpret_cast<const void *>(cur[16] - 8));
-      uint64_t size = word(p + 8) & ~uint64_t(7);
+      // A live block's chunk size is the one the enumeration read (Child::chunk): no header is
+      // read again for it. Other chunks' headers are: each address follows from the one before
+      // (latency-bound), so the chunk after each live block ahead is fetched in advance when it
+      // is not the next live block's (a hole: free or cached chunks).
+      while (cur != last && *cur < p + 16) ++cur;
+      const bool at_block = cur != last && *cur == p + 16;
+      if (last - cur > 17) {
+        const size_t k = size_t(cur - c.addr) + 16;
+        const uint64_t after = c.addr[k] - 16 + (chunk ? chunk[k] : 0);
+        if (!chunk || !chunk[k] || after != c.addr[k + 1] - 16) __builtin_prefetch(reinterpret_cast<const void *>(chunk && chunk[k] ? after + 8 : c.addr[k] - 8));
+      }
+      uint64_t size = at_block && chunk && chunk[cur - c.addr] ? chunk[cur - c.addr] : word(p + 8) & ~uint64_t(7);
       if (size == 0 && end - p <= 32) break;  // the fencepost that ends an old heap
       if (size < 16 || size > end - p || (size & 15)) {
         put(p, end, kUnwalked);  // a torn header (a thread was inside malloc at the fork)
@@ -86,15 +95,15 @@ struct Walk {
         p += size;
         continue;
       }
-      bool in_use = p + size + 16 <= end ? (word(p + size + 8) & 1) != 0 : true;
+      // (A live block's chunk is in use: its next header is not read for the bit.)
+      bool in_use = at_block || (p + size + 16 <= end ? (word(p + size + 8) & 1) != 0 : true);
       if (!in_use) {
         put(p, p + size, kFree);
         ++a.free_chunks;
         uint64_t lo = (p + kFreeChunkHeader + page - 1) & ~(page - 1), hi = (p + size) & ~(page - 1);
         if (hi > lo) a.trimmable += m.resident(lo, hi);
       } else {
-        while (cur != last && *cur < p + 16) ++cur;
-        if (cur != last && *cur == p + 16) {
+        if (at_block) {
           uint64_t req = c.size[cur - c.addr];
           uint64_t live_hi = std::min(p + 16 + req, p + size);  // the next chunk's prev_size is usable too
           if (long i = m.all_resident(p, p + size); i >= 0) {

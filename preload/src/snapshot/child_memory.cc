@@ -37,9 +37,10 @@ bool Meter::init(memory::SmapsEntry *entries, long count) {
   page_shift = unsigned(__builtin_ctzll(page));
   vec = static_cast<uint8_t **>(heap::alloc_zeroed(size_t(n + 1) * sizeof(uint8_t *)));
   vec_failed = static_cast<bool *>(heap::alloc_zeroed(size_t(n + 1)));
+  full = static_cast<bool *>(heap::alloc_zeroed(size_t(n + 1)));
   res = static_cast<uint64_t(*)[kKinds]>(heap::alloc_zeroed(size_t(n + 1) * sizeof(*res)));
   virt = static_cast<uint64_t(*)[kKinds]>(heap::alloc_zeroed(size_t(n + 1) * sizeof(*virt)));
-  if (!vec || !vec_failed || !res || !virt) return false;
+  if (!vec || !vec_failed || !full || !res || !virt) return false;
   for (long i = 0; i < n; ++i) {
     if (!e[i].rss || !memory::is_splittable(e[i])) continue;
     size_t pages = size_t((e[i].end - e[i].start) / page);
@@ -47,6 +48,10 @@ bool Meter::init(memory::SmapsEntry *entries, long count) {
     vec[i] = pages <= (size_t(1) << 24) ? static_cast<uint8_t *>(heap::alloc(pages + 1)) : nullptr;
     // ENOMEM: the program mapped it after the fork; the child has none of it.
     if (!vec[i] || mincore(reinterpret_cast<void *>(e[i].start), e[i].end - e[i].start, vec[i]) != 0) vec_failed[i] = true;
+    if (vec_failed[i]) continue;
+    size_t resident = 0;
+    for (size_t pg = 0; pg < pages; ++pg) resident += vec[i][pg] & 1;
+    full[i] = resident == pages;
   }
   return true;
 }
@@ -259,16 +264,18 @@ void memory_begin(Child &c, uint64_t arena_lo, uint64_t arena_hi) {
   if (!ms) return;
   c.memory = new (ms) MemoryState();
   if (config.test_child_handshake[0]) test_handshake();
-  ms->t0 = mono_ns();
+  ms->t0 = ms->lap_at = mono_ns();
   ms->n = -1;
   // The child's own smaps first: the fork's page tables of the program's anonymous memory (see
   // smaps.h, merge_fork_image). Then the program's, for the file mappings fork did not copy.
   long n_own = 0, n_program = 0;
   memory::SmapsEntry *own = read_smaps("/proc/self/smaps", &n_own);
+  ms->lap(MemoryState::kOwnSmaps);
   char path[64];
   snprintf(path, sizeof(path), "/proc/%lu/smaps", (unsigned long)c.main_tid);
   memory::SmapsEntry *program = read_smaps(path, &n_program);
   ms->status_rss = vm_rss(c.main_tid);
+  ms->lap(MemoryState::kProgramSmaps);
   if (own && program) {
     ms->entries = static_cast<memory::SmapsEntry *>(heap::alloc(size_t(n_own + 2) * sizeof(memory::SmapsEntry)));
     if (ms->entries)
@@ -276,6 +283,7 @@ void memory_begin(Child &c, uint64_t arena_lo, uint64_t arena_hi) {
                                        ms->entries, size_t(n_own + 2), &ms->changed);
   }
   if (ms->n > 0 && !ms->m.init(ms->entries, ms->n)) ms->n = 0;
+  ms->lap(MemoryState::kMincore);
   ms->ns = mono_ns() - ms->t0;
 }
 
@@ -284,6 +292,7 @@ void write_memory(Child &c, const regs::Result &rr, uint64_t arena_lo, uint64_t 
   const uint64_t t0 = mono_ns();
   const char *error = nullptr;
   MemoryState &ms = *c.memory;
+  ms.lap_at = t0;
   const long n = ms.n;
   memory::SmapsEntry *entries = ms.entries;
   const uint64_t status_rss = ms.status_rss;
@@ -352,7 +361,9 @@ void write_memory(Child &c, const regs::Result &rr, uint64_t arena_lo, uint64_t 
   auto *arenas = static_cast<ArenaFigures *>(heap::alloc(kMaxArenas * sizeof(ArenaFigures)));
   auto *walked = static_cast<Range *>(heap::alloc(kMaxHeaps * sizeof(Range)));
   size_t nwalked = 0;
+  ms.lap(MemoryState::kClaims);
   uint32_t narenas = arenas && walked ? walk_arenas(c, m, arenas, kMaxArenas, walked, &nwalked, kMaxHeaps) : 0;
+  ms.lap(MemoryState::kArenas);
 
   // 4. glibc's mmapped chunks (IS_MMAPPED): the chunk's mapping, from prev_size (its offset) on.
   //    Only blocks outside the heaps walked can be (their headers are not read again).
@@ -378,6 +389,8 @@ void write_memory(Child &c, const regs::Result &rr, uint64_t arena_lo, uint64_t 
     }
     if (mc) nt = claim_class(m, mc, nm, taken, nt);
   }
+
+  ms.lap(MemoryState::kMmapped);
 
   // 5. Modules' .bss (an anonymous mapping right after a module's data, as far as its program
   //    headers reach): the module's data; heapsnap's own library's is heapsnap's.
@@ -439,6 +452,17 @@ void write_memory(Child &c, const regs::Result &rr, uint64_t arena_lo, uint64_t 
       anon[q] += share(e.anonymous);
       shared[q] += share(e.shared_bytes);
     }
+  }
+
+  ms.lap(MemoryState::kTally);
+  if (config.debug) {
+    static const char *const kStep[MemoryState::kSteps] = {"own smaps", "program smaps", "mincore", "claims", "arenas", "mmapped chunks", "tally"};
+    char msg[512];
+    size_t len = size_t(snprintf(msg, sizeof(msg), "heapsnap: memory breakdown, ms:"));
+    for (int q = 0; q < MemoryState::kSteps && len < sizeof(msg); ++q)
+      len += size_t(snprintf(msg + len, sizeof(msg) - len, " %s %.1f", kStep[q], double(ms.step_ns[q]) / 1e6));
+    if (len < sizeof(msg)) len += size_t(snprintf(msg + len, sizeof(msg) - len, "\n"));
+    (void)!write(2, msg, len < sizeof(msg) ? len : sizeof(msg) - 1);
   }
 
   wire::RecordMark r = wire::begin_record(c.out, wire::kSnapshotMemory);

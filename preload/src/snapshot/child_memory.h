@@ -19,6 +19,7 @@ struct Meter {
   uint64_t page = 4096;
   uint8_t **vec = nullptr;                   // per mapping: mincore's vector, made on first use
   bool *vec_failed = nullptr;                // mincore failed (a mapping made after the fork)
+  bool *full = nullptr;                      // every page of the mapping resident (by mincore)
   uint64_t (*res)[memory::kKinds] = nullptr;  // per mapping: resident bytes claimed, by kind
   uint64_t (*virt)[memory::kKinds] = nullptr; // per mapping: bytes claimed, by kind
   long cursor = 0;
@@ -34,6 +35,9 @@ struct Meter {
   // The arena walk's fast path (a chunk at a time, millions of them): the mapping that holds all
   // of [lo, hi) when every page of it is resident there, else -1; then claim() counts it whole.
   HS_INLINE long all_resident(uint64_t lo, uint64_t hi) {
+    // The common case first, without a call: the chunk is in the last mapping looked at, and
+    // every page of that mapping is resident (a heap the program wrote all of).
+    if (cursor < n && full[cursor] && e[cursor].start <= lo && hi <= e[cursor].end) return cursor;
     long i = entry_at_or_after(lo);
     if (i < 0 || e[i].start > lo || hi > e[i].end || !vec[i]) return -1;
     const uint8_t *v = vec[i];
@@ -81,6 +85,15 @@ struct MemoryState {
   uint64_t changed;  // the program's anonymous memory changed since the fork (left out)
   uint64_t status_rss;
   uint64_t t0, ns;  // the breakdown's own time (both phases)
+  // HEAPSNAP_DEBUG=1: where that time goes (kSteps, printed at the end of write_memory).
+  enum Step { kOwnSmaps, kProgramSmaps, kMincore, kClaims, kArenas, kMmapped, kTally, kSteps };
+  uint64_t step_ns[kSteps];
+  uint64_t lap_at;
+  void lap(Step s) {
+    uint64_t now = mono_ns();
+    step_ns[s] += now - lap_at;
+    lap_at = now;
+  }
   Meter m;
 };
 void memory_begin(Child &c, uint64_t arena_lo, uint64_t arena_hi);

@@ -16,6 +16,10 @@ to the RSS in the record exactly, and that RSS is the kernel's VmRSS within 1%; 
   program waiting on stdin until `heapsnap timeline` on the growing capture shows 4 of them (no
   sleep of a fixed length), every point's parts add up to its RSS, anonymous <= RSS, the heap part
   holds the program's live bytes, heapsnap's own is shown apart; the text table prints them.
+- caches: 100 freed blocks of 64 and of 200 bytes between live ones, in the main arena: its tcache
+  holds 7 chunks of each size at least (and its struct), its fastbins the other 93 of 80 bytes at
+  least, and the 200-byte ones are in the bins as free chunks; tcache and fastbins are within the
+  cached part, and the table shows the columns.
 - skew: the breakdown is of the fork, though the child reads smaps later while the program runs
   on: with the test hook HEAPSNAP_TEST_CHILD_HANDSHAKE the program touches 192 MiB (128 MiB mapped
   before the fork, 64 MiB after) once the child has forked and before it reads; the client
@@ -169,6 +173,27 @@ def case_mmaps(a):
     check(anon["rss_bytes"] <= t["mapped_bytes"] + 8 * MiB, "... and not more than what it mapped, and a little")
     hs = d["by_kind"]("heapsnap")
     check(hs["rss_bytes"] > 0, "heapsnap's own memory shown apart: %d" % hs["rss_bytes"])
+
+
+def case_caches(a):
+    path, t = record(a, "caches")
+    d = memory(a, path)
+    main = [x for x in d["arenas"] if x["main"]]
+    check(len(main) == 1, "one main arena")
+    m = main[0]
+    n, per = t["freed_per_size"], t["tcache_per_size"]
+    tc_min = per * (t["small_chunk"] + t["mid_chunk"])
+    check(m["tcache_chunks"] >= 2 * per + 1 and m["tcache_bytes"] >= tc_min + 576,
+          "the main thread's tcache: 7 chunks of each size and its struct (%d chunks, %d bytes; want %d and %d)" %
+          (m["tcache_chunks"], m["tcache_bytes"], 2 * per + 1, tc_min + 576))
+    fb = (n - per) * t["small_chunk"]
+    check(m["fastbin_chunks"] >= n - per and m["fastbin_bytes"] >= fb and m["fastbin_rss"] >= fb,
+          "the fastbins: the other %d chunks of %d bytes, resident (%d chunks, %d bytes, %d resident)" %
+          (n - per, t["small_chunk"], m["fastbin_chunks"], m["fastbin_bytes"], m["fastbin_rss"]))
+    check(m["free_bytes"] >= (n - per) * t["mid_chunk"], "the 200-byte ones freed into the bins: %d" % m["free_bytes"])
+    check(m["tcache_bytes"] + m["fastbin_bytes"] <= m["cached_bytes"] and
+          m["tcache_chunks"] + m["fastbin_chunks"] <= m["cached_chunks"], "tcache and fastbins are within the cached chunks: %s" % m)
+    check(" tcache " in d["table"] and " fastbins " in d["table"], "the arena table has tcache and fastbins columns")
 
 
 def case_skew(a):

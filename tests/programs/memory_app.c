@@ -5,6 +5,9 @@
  *   trim      64 MiB freed at the end of the brk heap, not returned (M_TRIM_THRESHOLD raised)
  *   stacks    4 threads with 32 MiB stacks, each touched 4 MiB deep once, now shallow
  *   mmaps     the program's own anonymous mappings, touched (one whole, one an eighth)
+ *   caches    in the main arena, 100 freed blocks of 64 bytes and 100 of 200, each between two live
+ *             ones: 7 of each size in the main thread's tcache, the other 93 of 64 in a fastbin
+ *             (chunks of 80 bytes), the other 93 of 200 in the bins (chunks of 208: no fastbin)
  *   skew      a snapshot asked for (heapsnap_snapshot), then, once its child has forked and before
  *             it reads smaps (the test hook HEAPSNAP_TEST_CHILD_HANDSHAKE=DIR), 128 MiB mapped
  *             before the fork and 64 MiB mapped after it are touched: none of it is the snapshot's
@@ -160,11 +163,31 @@ int main(int argc, char **argv) {
     for (size_t o = 0; o < part / 8; o += (size_t)page) b[o] = 1, touched += (size_t)page;
     printf("mapped_bytes %zu\n", whole + part);
     printf("touched_bytes %zu\n", touched);
+  } else if (strcmp(mode, "caches") == 0) {
+    /* stdout's buffer first: a large malloc later would consolidate the fastbins. */
+    printf("tcache_per_size %d\n", 7);
+    fflush(stdout);
+    enum { n = 100 };
+    static void *small[n], *mid[n], *keep[2 * n];
+    for (int i = 0; i < n; ++i) {
+      small[i] = malloc(64);
+      keep[2 * i] = malloc(64);
+      mid[i] = malloc(200);
+      keep[2 * i + 1] = malloc(64);
+      memset(small[i], 1, 64);
+      memset(mid[i], 1, 200);
+    }
+    for (int i = 0; i < n; ++i) free(small[i]);
+    for (int i = 0; i < n; ++i) free(mid[i]);
+    printf("small_chunk %d\n", 80);
+    printf("mid_chunk %d\n", 208);
+    printf("freed_per_size %d\n", n);
+    printf("kept %d\n", keep[0] != NULL);
   } else if (strcmp(mode, "skew") == 0) {
     int rc = skew(page);
     if (rc) return rc;
   } else {
-    fprintf(stderr, "usage: memory_app arenas|fragment|trim|stacks|mmaps|skew [wait]\n");
+    fprintf(stderr, "usage: memory_app arenas|fragment|trim|stacks|mmaps|caches|skew [wait]\n");
     return 2;
   }
   fflush(stdout);

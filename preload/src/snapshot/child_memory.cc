@@ -254,6 +254,12 @@ void write_arena(wire::Buf &o, const ArenaFigures &a) {
   o.u64(19, a.cached_chunks);
   o.u64(20, a.trimmable);
   o.boolean(21, a.complete);
+  o.u64(22, a.fastbin_bytes);
+  o.u64(23, a.fastbin_rss);
+  o.u64(24, a.fastbin_chunks);
+  o.u64(25, a.tcache_bytes);
+  o.u64(26, a.tcache_rss);
+  o.u64(27, a.tcache_chunks);
   o.close(at);
 }
 

@@ -67,7 +67,26 @@ struct ArenaFigures {
   uint64_t live_chunks, free_chunks, cached_chunks;
   uint64_t trimmable;    // resident whole pages malloc_trim(0) would give back (free chunks, main top)
   bool complete;         // every chunk followed to its heap's end
+  // Of the cached chunks, those in its fastbins and in threads' tcaches (with the tcache structs
+  // themselves), as child_caches.cc followed their lists; the rest of cached is neither.
+  uint64_t fastbin_bytes, fastbin_rss, fastbin_chunks;
+  uint64_t tcache_bytes, tcache_rss, tcache_chunks;
 };
+
+// A walked heap and the arena (its index in walk_arenas' out) it belongs to.
+struct HeapOfArena {
+  uint64_t lo, hi;
+  uint32_t arena;
+};
+
+// child_caches.cc: the size of a tcache_perthread_struct's chunk in the running glibc; the
+// fastbins' and tcaches' chunks counted into arenas[] (heaps: every heap walked, sorted here;
+// tcache_structs: cached chunks of that size, candidates checked there); main_arena's address
+// found from the brk heap's top chunk when no thread arena's ring gave it (0: not found).
+uint64_t tcache_struct_chunk_size();
+void count_caches(Child &c, Meter &m, ArenaFigures *arenas, uint32_t na, HeapOfArena *heaps, size_t nheaps,
+                  const uint64_t *tcache_structs, size_t nstructs);
+uint64_t find_main_state(Child &c, uint64_t top);
 
 // child_arenas.cc: walks the arenas; fills out[0..cap), returns the count. The heaps walked go to
 // heaps[0..*nheaps) (room for heaps_cap), address-ordered: blocks outside them are no arena's.

@@ -194,6 +194,19 @@ TEST_CASE("merge_fork_image: anonymous memory as the fork left it, file mappings
   CHECK(changed == 99 * M + 64 * M);
   CHECK(merge_fork_image(own, 4, program, 3, 0x40000000, 0x50000000, resident_half, nullptr, out, 2, &changed) == -1);
 
+  SUBCASE("MADV_DONTFORK memory is the program's, in address order; MADV_WIPEONFORK takes the program's figures") {
+    SmapsEntry own2[] = {own[0], own[1]};
+    own2[1].wipe_on_fork = true;
+    SmapsEntry program2[] = {program[0], mapping(0x18000000, 0x18100000, "", 1 * M, 1 * M), program[1]};
+    program2[1].dont_fork = true;
+    program2[2].wipe_on_fork = true;
+    n = merge_fork_image(own2, 2, program2, 3, 0x40000000, 0x50000000, resident_half, nullptr, out, 8, &changed);
+    REQUIRE(n == 3);
+    CHECK(out[1].start == 0x18000000);
+    CHECK(out[1].rss == 1 * M);
+    CHECK(out[2].rss == 100 * M);  // (the child's copy of it is empty)
+    CHECK(changed == 0);
+  }
   SUBCASE("a mapping the kernel merged with the child's arena keeps its own part, counted") {
     SmapsEntry merged[] = {mapping(0x3f000000, 0x50000000, "", 20 * M, 20 * M)};  // 16 MiB of it before the arena
     n = merge_fork_image(merged, 1, program, 3, 0x40000000, 0x50000000, resident_half, nullptr, out, 8, &changed);
@@ -203,4 +216,20 @@ TEST_CASE("merge_fork_image: anonymous memory as the fork left it, file mappings
     CHECK(out[0].rss == 8 * M);        // resident_half of 16 MiB
     CHECK(out[0].anonymous == 8 * M);  // scaled with it
   }
+}
+
+TEST_CASE("smaps: VmFlags' dc and wf (MADV_DONTFORK, MADV_WIPEONFORK), and no other flag taken for them") {
+  const char text[] =
+      "7f0000000000-7f0000001000 rw-p 00000000 00:00 0 \n"
+      "Rss:                   4 kB\n"
+      "VmFlags: rd wr mr mw me dc ac sd\n"
+      "7f0000001000-7f0000002000 rw-p 00000000 00:00 0 \n"
+      "VmFlags: rd wr mr mw me ac wf\n"
+      "7f0000002000-7f0000003000 rw-p 00000000 00:00 0 \n"
+      "VmFlags: rd wr mr mw me ac sd dcx\n";
+  SmapsEntry e[3];
+  REQUIRE(parse_smaps(text, sizeof(text) - 1, e, 3) == 3);
+  CHECK((e[0].dont_fork && !e[0].wipe_on_fork));
+  CHECK((!e[1].dont_fork && e[1].wipe_on_fork));
+  CHECK((!e[2].dont_fork && !e[2].wipe_on_fork));
 }

@@ -277,7 +277,7 @@ uint32_t walk_arenas(Child &c, Meter &m, ArenaFigures *out, uint32_t cap, Range 
     }
     break;
   }
-  if (of_arena && tcache_structs) count_caches(c, m, out, na, of_arena, *nwalked, tcache_structs, ntcache);
+  if (of_arena && tcache_structs) count_caches(m, out, na, of_arena, *nwalked, tcache_structs, ntcache);
   std::sort(walked, walked + *nwalked, [](const Range &x, const Range &y) { return x.lo < y.lo; });
   return na;
 }

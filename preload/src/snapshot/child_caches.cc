@@ -67,9 +67,8 @@ uint64_t tcache_struct_chunk_size() {
   return (bytes + 8 + 15) & ~uint64_t(15);
 }
 
-void count_caches(Child &c, Meter &m, ArenaFigures *arenas, uint32_t na, HeapOfArena *heaps, size_t nheaps,
+void count_caches(Meter &m, ArenaFigures *arenas, uint32_t na, HeapOfArena *heaps, size_t nheaps,
                   const uint64_t *tcache_structs, size_t nstructs) {
-  (void)c;
   if (!na || !nheaps) return;
   const Glibc g = glibc_version();
   std::sort(heaps, heaps + nheaps, [](const HeapOfArena &x, const HeapOfArena &y) { return x.lo < y.lo; });

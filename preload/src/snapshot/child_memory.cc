@@ -283,10 +283,11 @@ void memory_begin(Child &c, uint64_t arena_lo, uint64_t arena_hi) {
   ms->status_rss = vm_rss(c.main_tid);
   ms->lap(MemoryState::kProgramSmaps);
   if (own && program) {
-    ms->entries = static_cast<memory::SmapsEntry *>(heap::alloc(size_t(n_own + 2) * sizeof(memory::SmapsEntry)));
+    const size_t cap = size_t(n_own + n_program + 2);
+    ms->entries = static_cast<memory::SmapsEntry *>(heap::alloc(cap * sizeof(memory::SmapsEntry)));
     if (ms->entries)
       ms->n = memory::merge_fork_image(own, n_own, program, n_program, arena_lo, arena_hi, resident_now, nullptr,
-                                       ms->entries, size_t(n_own + 2), &ms->changed);
+                                       ms->entries, cap, &ms->changed);
   }
   if (ms->n > 0 && !ms->m.init(ms->entries, ms->n)) ms->n = 0;
   ms->lap(MemoryState::kMincore);

@@ -84,7 +84,7 @@ struct HeapOfArena {
 // tcache_structs: cached chunks of that size, candidates checked there); main_arena's address
 // found from the brk heap's top chunk when no thread arena's ring gave it (0: not found).
 uint64_t tcache_struct_chunk_size();
-void count_caches(Child &c, Meter &m, ArenaFigures *arenas, uint32_t na, HeapOfArena *heaps, size_t nheaps,
+void count_caches(Meter &m, ArenaFigures *arenas, uint32_t na, HeapOfArena *heaps, size_t nheaps,
                   const uint64_t *tcache_structs, size_t nstructs);
 uint64_t find_main_state(Child &c, uint64_t top);
 

@@ -83,6 +83,13 @@ long parse_smaps(const char *text, size_t n, SmapsEntry *out, size_t cap) {
       else if (starts(p, eol, "Shared_Clean:", 13) || starts(p, eol, "Shared_Dirty:", 13)) cur->shared_bytes += kb_value(p + 13, eol);
       else if (starts(p, eol, "Private_Clean:", 14) || starts(p, eol, "Private_Dirty:", 14)) cur->private_bytes += kb_value(p + 14, eol);
       else if (starts(p, eol, "Swap:", 5)) cur->swap = kb_value(p + 5, eol);
+      else if (starts(p, eol, "VmFlags:", 8)) {
+        for (const char *f = p + 8; f + 2 <= eol; ++f)
+          if (f[-1] == ' ' && (f + 2 == eol || f[2] == ' ')) {
+            cur->dont_fork |= f[0] == 'd' && f[1] == 'c';
+            cur->wipe_on_fork |= f[0] == 'w' && f[1] == 'f';
+          }
+      }
     }
     p = eol + 1;
   }
@@ -119,7 +126,9 @@ Kind base_kind(const SmapsEntry *all, long n, long i) {
   return kProgramAnon;  // anonymous (what the child splits off it is measured apart)
 }
 
-bool fork_copied(const SmapsEntry &e) { return !e.shared && (is_splittable(e) || e.anonymous || e.swap); }
+bool fork_copied(const SmapsEntry &e) {
+  return !e.shared && !e.wipe_on_fork && (is_splittable(e) || e.anonymous || e.swap);
+}
 
 namespace {
 
@@ -188,10 +197,18 @@ long merge_fork_image(const SmapsEntry *own, long n_own, const SmapsEntry *progr
       }
     }
   }
-  // The program's anonymous memory outside every mapping of the fork's: made since.
+  // The program's MADV_DONTFORK mappings: as it has them. Its anonymous memory outside every
+  // other mapping of the fork's: made since.
+  const long forked = n;
+  for (long j = 0; j < n_program; ++j) {
+    if (!program[j].dont_fork) continue;
+    if (size_t(n) == cap) return -1;
+    out[n++] = program[j];
+  }
+  if (n > forked) std::sort(out, out + n, [](const SmapsEntry &x, const SmapsEntry &y) { return x.start < y.start; });
   for (long j = 0; j < n_program; ++j) {
     const SmapsEntry &p = program[j];
-    if (!fork_copied(p) || p.end <= p.start) continue;
+    if (p.dont_fork || !fork_copied(p) || p.end <= p.start) continue;
     uint64_t inside = 0;
     const SmapsEntry *it = std::upper_bound(out, out + n, p.start, [](uint64_t v, const SmapsEntry &x) { return v < x.end; });
     for (; it != out + n && it->start < p.end; ++it) {

@@ -285,6 +285,8 @@ class Bench:
             self.at_peak_figures(os.path.join(rundir, "capture.hsnap"), r)
         if r["ok"] and tool == "hs-growth":
             self.growth_figures(os.path.join(rundir, "capture.hsnap"), r)
+        if r["ok"] and tool == "hs-snap" and wl.check != "micro":
+            self.memory_figures(os.path.join(rundir, "capture.hsnap"), r)
         if r["ok"] and tool != "native" and wl.check != "micro" and not self.args.no_analysis:
             self.analyze(wl, tool, files, rundir, r)
         if not self.args.keep:
@@ -399,6 +401,20 @@ class Bench:
             g = re.search(r"growth snapshots: (\d+) kept of (\d+) taken \((\d+) failed", m.get("text", ""))
             if g:
                 r["growth_kept"], r["growth_taken"], r["growth_failed"] = (int(x) for x in g.groups())
+
+    def memory_figures(self, cap, r):
+        """--snapshot-at-exit: the exit snapshot's RSS parts (heapsnap memory, issue 32), their sum
+        against the kernel's VmRSS read beside them (the program waits at exit: the two moments are
+        one), and the largest parts."""
+        p = subprocess.run([self.heapsnap, "memory", "--json", "--snapshot", "exit", cap], stdout=subprocess.PIPE,
+                           stderr=subprocess.PIPE, text=True)
+        if p.returncode != 0:
+            r["memory_error"] = (p.stderr.strip().splitlines() or ["exit %d" % p.returncode])[-1][:160]
+            return
+        d = json.loads(p.stdout)
+        r["memory_rss"], r["memory_vm_rss"], r["memory_sum"] = d["rss_bytes"], d["vm_rss_bytes"], d["parts_sum_bytes"]
+        r["memory_parts"] = {x["kind"]: x["rss_bytes"] for x in d["parts"]}
+        r["memory_cost_s"] = d.get("cost_s")
 
     def analyze(self, wl, tool, files, rundir, r):
         if not files:
@@ -761,6 +777,7 @@ class Bench:
                     r["workload"], r["round"], r["peak_bytes"] / 1e6, ("%.2f MB" % (snap / 1e6)) if snap else "none",
                     ("%.1f%%" % (100.0 * snap / r["peak_bytes"])) if snap else "-", r.get("peak_taken", "-"), ratio))
             L.append("")
+        L.extend(self.memory_section())
         growth_runs = [r for r in self.results if r["tool"] == "hs-growth" and r["ok"]]
         if growth_runs:
             L.append("## Growth snapshots (issue 30)")
@@ -778,6 +795,31 @@ class Bench:
                     (r.get("capture_bytes") or 0) / 1e6, ratio))
             L.append("")
         return "\n".join(L)
+
+    def memory_section(self):
+        """The exit snapshots' RSS parts (issue 32): each run's sum against the kernel's VmRSS (the
+        target: within 1%), and the parts that hold 1% of RSS or more."""
+        runs = [r for r in self.results if r["tool"] == "hs-snap" and ("memory_rss" in r or "memory_error" in r)]
+        if not runs:
+            return []
+        L = ["## RSS explained at exit (issue 32)", "",
+             "`heapsnap memory --snapshot exit` on the `--snapshot-at-exit` runs: the parts' sum against the kernel's VmRSS "
+             "(target: within 1%), then each part of 1% of RSS or more (MB).", "",
+             "| workload | round | parts' sum | VmRSS | difference | within 1% | breakdown's cost | parts |",
+             "|---|---|---|---|---|---|---|---|"]
+        for r in runs:
+            if "memory_error" in r:
+                L.append("| %s | %d | - | - | - | **no: %s** | - | - |" % (r["workload"], r["round"], r["memory_error"]))
+                continue
+            total, vm = r["memory_sum"], r["memory_vm_rss"]
+            diff = 100.0 * abs(total - vm) / vm if vm else float("inf")
+            parts = sorted(((v, k) for k, v in r["memory_parts"].items() if total and v * 100 >= total), reverse=True)
+            L.append("| %s | %d | %.2f MB | %.2f MB | %.2f%% | %s | %s | %s |" % (
+                r["workload"], r["round"], total / 1e6, vm / 1e6, diff, "yes" if diff <= 1.0 else "**no**",
+                ("%.0f ms" % (r["memory_cost_s"] * 1000)) if r.get("memory_cost_s") is not None else "-",
+                ", ".join("%s %.1f" % (k, v / 1e6) for v, k in parts)))
+        L.append("")
+        return L
 
     def shown_argv(self, wl):
         out = []

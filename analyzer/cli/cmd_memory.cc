@@ -106,7 +106,9 @@ int run(const Options &o) {
                         {"cached_bytes", a.cached_bytes()}, {"cached_rss", a.cached_rss()}, {"top_bytes", a.top_bytes()},
                         {"top_rss", a.top_rss()}, {"unwalked_bytes", a.unwalked_bytes()}, {"unwalked_rss", a.unwalked_rss()},
                         {"live_chunks", a.live_chunks()}, {"free_chunks", a.free_chunks()},
-                        {"cached_chunks", a.cached_chunks()}, {"trimmable_bytes", a.trimmable()}, {"complete", a.complete()}});
+                        {"cached_chunks", a.cached_chunks()}, {"trimmable_bytes", a.trimmable()}, {"complete", a.complete()},
+                        {"fastbin_bytes", a.fastbin_bytes()}, {"fastbin_rss", a.fastbin_rss()}, {"fastbin_chunks", a.fastbin_chunks()},
+                        {"tcache_bytes", a.tcache_bytes()}, {"tcache_rss", a.tcache_rss()}, {"tcache_chunks", a.tcache_chunks()}});
     j["arenas"] = arenas;
     json stacks = json::array();
     for (const auto &s : b.stacks)
@@ -125,7 +127,7 @@ int run(const Options &o) {
     std::cout << j.dump(2) << "\n";
     return kExitOk;
   }
-  printf("%s — RSS %s (the kernel's VmRSS: %s), %u mapping%s, %u thread%s\n\n",
+  printf("%s — RSS %s at the fork (the kernel's VmRSS, read after it: %s), %u mapping%s, %u thread%s\n\n",
          out_style(Style::kHeading, "memory at snapshot " + std::to_string(index)).c_str(), sz(b.rss).c_str(),
          sz(b.vm_rss).c_str(), b.mappings, b.mappings == 1 ? "" : "s", b.threads, b.threads == 1 ? "" : "s");
   print_styled(Style::kHeader, "%-20s %12s %7s %12s  %s\n", "part", "resident", "of RSS", "mapped", "what");
@@ -143,8 +145,8 @@ int run(const Options &o) {
   if (!b.error.empty()) printf("%s\n", out_style(Style::kWarning, "partial: " + b.error).c_str());
   if (!b.arenas.empty()) {
     printf("\n");
-    print_styled(Style::kHeader, "%-7s %5s %12s %12s %12s %12s %12s %12s\n", "arena", "heaps", "resident", "live", "overhead",
-                 "free", "top", "trimmable");
+    print_styled(Style::kHeader, "%-7s %5s %12s %12s %12s %12s %12s %12s %12s %12s %12s\n", "arena", "heaps", "resident", "live",
+                 "overhead", "free (bins)", "tcache", "fastbins", "cached else", "top", "trimmable");
     size_t shown = 0;
     for (const auto &a : b.arenas) {
       if (shown++ == 16) {
@@ -152,9 +154,11 @@ int run(const Options &o) {
         break;
       }
       uint64_t res = a.live_rss() + a.overhead_rss() + a.free_rss() + a.cached_rss() + a.top_rss() + a.unwalked_rss();
-      printf("%-7s %5u %12s %12s %12s %12s %12s %12s%s\n", a.main() ? "main" : "thread", a.heaps(), sz(res).c_str(),
-             sz(a.live_rss()).c_str(), sz(a.overhead_rss()).c_str(), sz(a.free_rss() + a.cached_rss()).c_str(),
-             sz(a.top_rss()).c_str(), sz(a.trimmable()).c_str(), a.complete() ? "" : "  (not all walked)");
+      const uint64_t known = a.tcache_rss() + a.fastbin_rss(), rest = a.cached_rss() > known ? a.cached_rss() - known : 0;
+      printf("%-7s %5u %12s %12s %12s %12s %12s %12s %12s %12s %12s%s\n", a.main() ? "main" : "thread", a.heaps(), sz(res).c_str(),
+             sz(a.live_rss()).c_str(), sz(a.overhead_rss()).c_str(), sz(a.free_rss()).c_str(), sz(a.tcache_rss()).c_str(),
+             sz(a.fastbin_rss()).c_str(), sz(rest).c_str(), sz(a.top_rss()).c_str(), sz(a.trimmable()).c_str(),
+             a.complete() ? "" : "  (not all walked)");
     }
   }
   if (!b.stacks.empty()) {
@@ -178,9 +182,11 @@ int run(const Options &o) {
   }
   printf("\n%s\n",
          out_style(Style::kEstimate,
-                   "Each mapping's Rss is the program's own (/proc/PID/smaps at the snapshot); within a mapping, heap "
-                   "parts are split by the pages resident in the snapshot's copy, a page shared by two chunks by bytes. " +
-                       sz(b.unmatched) + " of split mappings changed between the fork and the read.")
+                   "The figures are of the fork: anonymous mappings' Rss from the snapshot's copy (/proc/self/smaps in "
+                   "it), file mappings' from the program's /proc/PID/smaps; within a mapping, heap parts are split by "
+                   "the pages resident in the copy, a page shared by two chunks by bytes. " +
+                       sz(b.unmatched) + " of anonymous memory changed in the program between the fork and the read "
+                       "(not in these figures; the VmRSS above is of the read).")
              .c_str());
   return kExitOk;
 }
@@ -213,7 +219,7 @@ void add_memory_command(Cmd app, int *rc) {
   cmd.footer(
       "At each snapshot the snapshot child reads the program's /proc/PID/smaps and splits every mapping's\n"
       "Rss into parts that add up to the RSS: glibc's arenas walked chunk by chunk (live blocks' requested\n"
-      "bytes, allocator overhead, free chunks, cached chunks in tcache or fastbins, top chunks), mmapped\n"
+      "bytes, allocator overhead, free chunks, cached chunks: tcache, fastbins, other; top chunks), mmapped\n"
       "chunks, thread stacks (touched pages), the program's own anonymous mappings, code, module data,\n"
       "mapped files, shared memory, heapsnap's own memory (subtract it for the program untraced), other.\n"
       "Then it diagnoses, with numbers: fragmentation (free memory in the arenas against live), memory\n"

@@ -17,7 +17,7 @@ const KindText kText[kKinds + 1] = {
     {"heap: overhead", "heap_overhead", "chunk headers, rounding, arena headers (estimate: pages split by bytes)"},
     {"heap: free chunks", "heap_free", "free chunks in the arenas' bins (estimate: pages split by bytes)"},
     {"heap: cached chunks", "heap_cached",
-     "marked in use, no live block: tcache, fastbins, tcache struct, pre-tracing blocks (not told apart)"},
+     "marked in use, no live block: tcache (and its structs), fastbins, pre-tracing blocks (split per arena below)"},
     {"heap: top chunks", "heap_top", "the arenas' unused ends (estimate: pages split by bytes)"},
     {"heap: not walked", "heap_unwalked", "arena memory whose chunks could not be followed"},
     {"mmapped chunks", "mmapped_chunks", "blocks glibc mapped on their own (above M_MMAP_THRESHOLD)"},
@@ -108,6 +108,12 @@ bool load_breakdown(capture::CaptureReader &reader, uint32_t index, Breakdown *o
         }
         bytes += pr[1];
       }
+      if (a.fastbin_rss() > a.fastbin_bytes() || a.tcache_rss() > a.tcache_bytes() ||
+          uint64_t(a.fastbin_bytes()) + a.tcache_bytes() > a.cached_bytes() ||
+          uint64_t(a.fastbin_chunks()) + a.tcache_chunks() > a.cached_chunks()) {
+        bad("an arena whose fastbins and tcache exceed its cached chunks");
+        return false;
+      }
       if (bytes > a.size() || a.trimmable() > a.size()) {
         bad("an arena whose parts exceed its size");
         return false;
@@ -153,12 +159,15 @@ std::vector<Diagnosis> diagnose(const Breakdown &b) {
   std::vector<Diagnosis> out;
   constexpr uint64_t kMiB = 1 << 20;
   uint64_t live = 0, free_rss = 0, cached = 0, free_chunks = 0, cached_chunks = 0, free_bytes = 0, trim = 0;
+  uint64_t tcache = 0, fastbins = 0;
   uint64_t main_top = 0, thread_slack = 0, thread_free = 0, thread_cached = 0, thread_top = 0, max_slack = 0;
   uint32_t thread_arenas = 0;
   for (const auto &a : b.arenas) {
     live += a.live_rss();
     free_rss += a.free_rss();
     cached += a.cached_rss();
+    tcache += a.tcache_rss();
+    fastbins += a.fastbin_rss();
     free_chunks += a.free_chunks();
     cached_chunks += a.cached_chunks();
     free_bytes += a.free_bytes();
@@ -181,7 +190,8 @@ std::vector<Diagnosis> diagnose(const Breakdown &b) {
                    "fragmentation: " + hb(holes) + " of the arenas is resident but free: " + hb(free_rss) + " in " +
                        cli::human_count(free_chunks) + " free chunks (average " +
                        hb(free_chunks ? free_bytes / free_chunks : 0) + "), " + hb(cached) + " in " +
-                       cli::human_count(cached_chunks) + " cached ones (tcache/fastbins, not told apart), against " +
+                       cli::human_count(cached_chunks) + " cached ones (tcache " + hb(tcache) + ", fastbins " + hb(fastbins) +
+                       ", other " + hb(cached > tcache + fastbins ? cached - tcache - fastbins : 0) + "), against " +
                        hb(live) + " of live blocks (" + pct(holes, live + holes) +
                        " of live + free). Holes between live blocks are reused only by blocks that fit; only their whole "
                        "pages can go back to the system (malloc_trim).",

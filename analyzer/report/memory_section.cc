@@ -52,6 +52,7 @@ json memory_json(const std::string &file, uint32_t index, std::string *why) {
     const auto &a = *arenas[i];
     at.push_back({{"main", a.main()}, {"heaps", a.heaps()}, {"size_bytes", a.size()}, {"live_rss", a.live_rss()},
                   {"overhead_rss", a.overhead_rss()}, {"free_rss", a.free_rss()}, {"cached_rss", a.cached_rss()},
+                  {"tcache_rss", a.tcache_rss()}, {"fastbin_rss", a.fastbin_rss()},
                   {"top_rss", a.top_rss()}, {"free_chunks", a.free_chunks()}, {"trimmable_bytes", a.trimmable()},
                   {"complete", a.complete()}});
   }

@@ -5,10 +5,17 @@
  *   trim      64 MiB freed at the end of the brk heap, not returned (M_TRIM_THRESHOLD raised)
  *   stacks    4 threads with 32 MiB stacks, each touched 4 MiB deep once, now shallow
  *   mmaps     the program's own anonymous mappings, touched (one whole, one an eighth)
+ *   caches    in the main arena, 100 freed blocks of 64 bytes and 100 of 200, each between two live
+ *             ones: 7 of each size in the main thread's tcache, the other 93 of 64 in a fastbin
+ *             (chunks of 80 bytes), the other 93 of 200 in the bins (chunks of 208: no fastbin)
+ *   skew      a snapshot asked for (heapsnap_snapshot), then, once its child has forked and before
+ *             it reads smaps (the test hook HEAPSNAP_TEST_CHILD_HANDSHAKE=DIR), 128 MiB mapped
+ *             before the fork and 64 MiB mapped after it are touched: none of it is the snapshot's
  * A second argument "wait": after the situation is made, wait for a byte (or EOF) on stdin before
  * returning, so that a test can let the writer tick as often as it needs without a sleep.
  * Threads stay blocked on a pipe while main returns: the exit snapshot sees them. Every page the
  * test counts on is written (no THP or zero-page assumption). */
+#include <fcntl.h>
 #include <malloc.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -16,6 +23,8 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <unistd.h>
+
+#include "heapsnap.h"
 
 static int g_block[2];  /* threads wait on it forever (exit ends them) */
 static pthread_barrier_t g_ready;
@@ -73,6 +82,42 @@ static void start_threads(int n, void *(*fn)(void *), size_t stack) {
   pthread_barrier_wait(&g_ready);
 }
 
+/* --- skew ---------------------------------------------------------------------------------- */
+static int wait_for_file(const char *path) {
+  for (int i = 0; i < 60000; ++i) {  /* the child's own wait is 30 s */
+    if (access(path, F_OK) == 0) return 1;
+    usleep(1000);
+  }
+  return 0;
+}
+static int skew(long page) {
+  const char *dir = getenv("HEAPSNAP_TEST_CHILD_HANDSHAKE");
+  if (!dir) {
+    fprintf(stderr, "memory_app skew: HEAPSNAP_TEST_CHILD_HANDSHAKE is not set\n");
+    return 2;
+  }
+  char forked[4096], go[4096];
+  snprintf(forked, sizeof(forked), "%s/forked", dir);
+  snprintf(go, sizeof(go), "%s/go", dir);
+  size_t before = 128u << 20, after = 64u << 20;
+  char *a = mmap(NULL, before, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (a == MAP_FAILED) return 2;
+  heapsnap_snapshot("before the touch");
+  if (!wait_for_file(forked)) {
+    fprintf(stderr, "memory_app skew: no snapshot child said it forked\n");
+    return 3;
+  }
+  char *b = mmap(NULL, after, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (b == MAP_FAILED) return 2;
+  for (size_t o = 0; o < before; o += (size_t)page) a[o] = 1;
+  for (size_t o = 0; o < after; o += (size_t)page) b[o] = 1;
+  int fd = open(go, O_WRONLY | O_CREAT, 0600);
+  if (fd < 0) return 2;
+  close(fd);
+  printf("touched_after_fork %zu\n", before + after);
+  return 0;
+}
+
 int main(int argc, char **argv) {
   const char *mode = argc > 1 ? argv[1] : "";
   if (pipe(g_block) != 0) return 2;
@@ -118,8 +163,31 @@ int main(int argc, char **argv) {
     for (size_t o = 0; o < part / 8; o += (size_t)page) b[o] = 1, touched += (size_t)page;
     printf("mapped_bytes %zu\n", whole + part);
     printf("touched_bytes %zu\n", touched);
+  } else if (strcmp(mode, "caches") == 0) {
+    /* stdout's buffer first: a large malloc later would consolidate the fastbins. */
+    printf("tcache_per_size %d\n", 7);
+    fflush(stdout);
+    enum { n = 100 };
+    static void *small[n], *mid[n], *keep[2 * n];
+    for (int i = 0; i < n; ++i) {
+      small[i] = malloc(64);
+      keep[2 * i] = malloc(64);
+      mid[i] = malloc(200);
+      keep[2 * i + 1] = malloc(64);
+      memset(small[i], 1, 64);
+      memset(mid[i], 1, 200);
+    }
+    for (int i = 0; i < n; ++i) free(small[i]);
+    for (int i = 0; i < n; ++i) free(mid[i]);
+    printf("small_chunk %d\n", 80);
+    printf("mid_chunk %d\n", 208);
+    printf("freed_per_size %d\n", n);
+    printf("kept %d\n", keep[0] != NULL);
+  } else if (strcmp(mode, "skew") == 0) {
+    int rc = skew(page);
+    if (rc) return rc;
   } else {
-    fprintf(stderr, "usage: memory_app arenas|fragment|trim|stacks|mmaps [wait]\n");
+    fprintf(stderr, "usage: memory_app arenas|fragment|trim|stacks|mmaps|caches|skew [wait]\n");
     return 2;
   }
   fflush(stdout);

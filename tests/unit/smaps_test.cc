@@ -149,3 +149,87 @@ TEST_CASE("smaps: distribute gives each mapping's Rss out exactly") {
     CHECK(sum() == uint64_t(1) << 40);
   }
 }
+
+namespace {
+
+SmapsEntry mapping(uint64_t start, uint64_t end, const char *path, uint64_t rss, uint64_t anonymous, bool executable = false) {
+  SmapsEntry e{};
+  e.start = start;
+  e.end = end;
+  e.readable = e.writable = !executable;
+  e.executable = executable;
+  snprintf(e.path, sizeof(e.path), "%s", path);
+  e.rss = rss;
+  e.anonymous = anonymous;
+  e.private_bytes = rss;
+  return e;
+}
+
+uint64_t resident_half(uint64_t lo, uint64_t hi, void *) { return (hi - lo) / 2; }
+
+}  // namespace
+
+TEST_CASE("merge_fork_image: anonymous memory as the fork left it, file mappings as the program has them") {
+  constexpr uint64_t K = 1024, M = 1024 * K;
+  // The child's view (the fork's page tables) and the program's, read later.
+  SmapsEntry own[] = {
+      mapping(0x10000000, 0x10100000, "/usr/bin/app", 40 * K, 0, true),  // code: fork copied no page tables
+      mapping(0x20000000, 0x28000000, "", 1 * M, 1 * M),                  // touched by the program after the fork
+      mapping(0x30000000, 0x30100000, "/usr/lib/gone.so", 8 * K, 0, true), // unmapped by the program since
+      mapping(0x40000000, 0x50000000, "", 0, 0),                          // the child's arena...
+  };
+  SmapsEntry program[] = {
+      mapping(0x10000000, 0x10100000, "/usr/bin/app", 1 * M, 0, true),
+      mapping(0x20000000, 0x28000000, "", 100 * M, 100 * M),
+      mapping(0x60000000, 0x64000000, "", 64 * M, 64 * M),  // mapped and touched after the fork
+  };
+  SmapsEntry out[8];
+  uint64_t changed = 0;
+  long n = merge_fork_image(own, 4, program, 3, 0x40000000, 0x50000000, resident_half, nullptr, out, 8, &changed);
+  REQUIRE(n == 3);  // (the arena is not the program's)
+  CHECK(out[0].rss == 1 * M);    // the program's figure: the child's own is what it touched itself
+  CHECK(out[1].rss == 1 * M);    // the fork's, not the 100 MiB the program touched since
+  CHECK(out[1].anonymous == 1 * M);
+  CHECK(out[2].rss == 8 * K);    // not in the program any more: the child's figure stays
+  CHECK(changed == 99 * M + 64 * M);
+  CHECK(merge_fork_image(own, 4, program, 3, 0x40000000, 0x50000000, resident_half, nullptr, out, 2, &changed) == -1);
+
+  SUBCASE("MADV_DONTFORK memory is the program's, in address order; MADV_WIPEONFORK takes the program's figures") {
+    SmapsEntry own2[] = {own[0], own[1]};
+    own2[1].wipe_on_fork = true;
+    SmapsEntry program2[] = {program[0], mapping(0x18000000, 0x18100000, "", 1 * M, 1 * M), program[1]};
+    program2[1].dont_fork = true;
+    program2[2].wipe_on_fork = true;
+    n = merge_fork_image(own2, 2, program2, 3, 0x40000000, 0x50000000, resident_half, nullptr, out, 8, &changed);
+    REQUIRE(n == 3);
+    CHECK(out[1].start == 0x18000000);
+    CHECK(out[1].rss == 1 * M);
+    CHECK(out[2].rss == 100 * M);  // (the child's copy of it is empty)
+    CHECK(changed == 0);
+  }
+  SUBCASE("a mapping the kernel merged with the child's arena keeps its own part, counted") {
+    SmapsEntry merged[] = {mapping(0x3f000000, 0x50000000, "", 20 * M, 20 * M)};  // 16 MiB of it before the arena
+    n = merge_fork_image(merged, 1, program, 3, 0x40000000, 0x50000000, resident_half, nullptr, out, 8, &changed);
+    REQUIRE(n == 1);
+    CHECK(out[0].start == 0x3f000000);
+    CHECK(out[0].end == 0x40000000);
+    CHECK(out[0].rss == 8 * M);        // resident_half of 16 MiB
+    CHECK(out[0].anonymous == 8 * M);  // scaled with it
+  }
+}
+
+TEST_CASE("smaps: VmFlags' dc and wf (MADV_DONTFORK, MADV_WIPEONFORK), and no other flag taken for them") {
+  const char text[] =
+      "7f0000000000-7f0000001000 rw-p 00000000 00:00 0 \n"
+      "Rss:                   4 kB\n"
+      "VmFlags: rd wr mr mw me dc ac sd\n"
+      "7f0000001000-7f0000002000 rw-p 00000000 00:00 0 \n"
+      "VmFlags: rd wr mr mw me ac wf\n"
+      "7f0000002000-7f0000003000 rw-p 00000000 00:00 0 \n"
+      "VmFlags: rd wr mr mw me ac sd dcx\n";
+  SmapsEntry e[3];
+  REQUIRE(parse_smaps(text, sizeof(text) - 1, e, 3) == 3);
+  CHECK((e[0].dont_fork && !e[0].wipe_on_fork));
+  CHECK((!e[1].dont_fork && e[1].wipe_on_fork));
+  CHECK((!e[2].dont_fork && !e[2].wipe_on_fork));
+}

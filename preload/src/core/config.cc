@@ -142,6 +142,9 @@ bool read_config() {
     else if (strcmp(s, "check") == 0) config.unwinder = 2;   // unwind::kCheck
   }
   if (const char *s = getenv("HEAPSNAP_UNWIND_CHECK")) snprintf(config.unwind_check, sizeof(config.unwind_check), "%s", s);
+  config.test_child_handshake[0] = 0;
+  if (const char *s = getenv("HEAPSNAP_TEST_CHILD_HANDSHAKE"); s && strlen(s) < sizeof(config.test_child_handshake) - 16)
+    strcpy(config.test_child_handshake, s);
   config.zstd_level = kDefaultZstdLevel;
   config.zstd_level_given = false;
   if (const char *s = getenv("HEAPSNAP_ZSTD_LEVEL")) {

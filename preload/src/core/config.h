@@ -20,6 +20,10 @@ struct Config {
   bool zstd_level_given;      // set by HEAPSNAP_ZSTD_LEVEL: used as is (no adaptive level)
   int unwinder;               // HEAPSNAP_UNWINDER=fast|libunwind|check (unwind::Mode)
   char unwind_check[512];     // HEAPSNAP_UNWIND_CHECK: check mode's report file
+  // HEAPSNAP_TEST_CHILD_HANDSHAKE=DIR, a test hook (tests/integration/memory_cases.py, skew): each
+  // snapshot child creates DIR/forked, then waits for DIR/go (at most 30 s) before it reads the
+  // program's smaps, so that a test program can change its memory between the fork and the read.
+  char test_child_handshake[256];
 
   // HEAPSNAP_SNAPSHOT: comma-separated triggers, e.g. "exit,main,peak:5,growth:10%,signal:USR2,every:30,heap:2G,
   // rss:3G,max:5,contents". Any trigger turns on the full live-block table (see info_shadow.h).

@@ -8,7 +8,8 @@
 // clear (it is in a bin: unsorted, small or large). tcache and fastbin chunks keep the bit set,
 // so they look in use: a chunk glibc marks in use that holds no live block of the shim's shadow
 // is "cached": in tcache or a fastbin, the tcache's own struct, or a block allocated before
-// tracing began. Those are not told apart (that would mean reading every thread's tcache).
+// tracing began. child_caches.cc then follows the fastbins' and tcaches' lists to tell those
+// apart within it.
 #include <algorithm>
 
 #include "core/private_heap.h"
@@ -38,6 +39,10 @@ struct Walk {
   Child &c;
   Meter &m;
   ArenaFigures &a;
+  uint64_t tcache_size = 0;           // a tcache_perthread_struct's chunk: cached ones of it are noted
+  uint64_t *tcache_structs = nullptr;
+  size_t *ntcache = nullptr, tcache_cap = 0;
+  uint64_t found_top = 0;             // the top chunk the walk took
   void put(uint64_t lo, uint64_t hi, HeapPart part) {
     if (hi <= lo) return;
     a.bytes[part] += hi - lo;
@@ -60,11 +65,20 @@ struct Walk {
     const uint64_t *cur = std::lower_bound(c.addr, c.addr + c.n, first);
     const uint64_t *last = c.addr + c.n;
     uint64_t p = first;
+    const uint32_t *chunk = c.chunk;
     while (p + 16 <= end) {
-      // Each header's address follows from the one before (latency-bound): the live blocks ahead,
-      // known from the shadow, are fetched in advance, and with them the free chunks between.
-      if (last - cur > 16) __builtin_prefetch(reinterpret_cast<const void *>(cur[16] - 8));
-      uint64_t size = word(p + 8) & ~uint64_t(7);
+      // A live block's chunk size is the one the enumeration read (Child::chunk): no header is
+      // read again for it. Other chunks' headers are: each address follows from the one before
+      // (latency-bound), so the chunk after each live block ahead is fetched in advance when it
+      // is not the next live block's (a hole: free or cached chunks).
+      while (cur != last && *cur < p + 16) ++cur;
+      const bool at_block = cur != last && *cur == p + 16;
+      if (last - cur > 17) {
+        const size_t k = size_t(cur - c.addr) + 16;
+        const uint64_t after = c.addr[k] - 16 + (chunk ? chunk[k] : 0);
+        if (!chunk || !chunk[k] || after != c.addr[k + 1] - 16) __builtin_prefetch(reinterpret_cast<const void *>(chunk && chunk[k] ? after + 8 : c.addr[k] - 8));
+      }
+      uint64_t size = at_block && chunk && chunk[cur - c.addr] ? chunk[cur - c.addr] : word(p + 8) & ~uint64_t(7);
       if (size == 0 && end - p <= 32) break;  // the fencepost that ends an old heap
       if (size < 16 || size > end - p || (size & 15)) {
         put(p, end, kUnwalked);  // a torn header (a thread was inside malloc at the fork)
@@ -73,6 +87,7 @@ struct Walk {
       }
       if (p == top || (top == 0 && p + size == end)) {
         put(p, p + size, kTop);
+        found_top = p;
         if (a.main && size > kMinSize + 1) {
           // systrim(0): what lies past the first MINSIZE, down to a page boundary, goes back.
           uint64_t extra = (size - kMinSize - 1) & ~(page - 1);
@@ -86,15 +101,15 @@ struct Walk {
         p += size;
         continue;
       }
-      bool in_use = p + size + 16 <= end ? (word(p + size + 8) & 1) != 0 : true;
+      // (A live block's chunk is in use: its next header is not read for the bit.)
+      bool in_use = at_block || (p + size + 16 <= end ? (word(p + size + 8) & 1) != 0 : true);
       if (!in_use) {
         put(p, p + size, kFree);
         ++a.free_chunks;
         uint64_t lo = (p + kFreeChunkHeader + page - 1) & ~(page - 1), hi = (p + size) & ~(page - 1);
         if (hi > lo) a.trimmable += m.resident(lo, hi);
       } else {
-        while (cur != last && *cur < p + 16) ++cur;
-        if (cur != last && *cur == p + 16) {
+        if (at_block) {
           uint64_t req = c.size[cur - c.addr];
           uint64_t live_hi = std::min(p + 16 + req, p + size);  // the next chunk's prev_size is usable too
           if (long i = m.all_resident(p, p + size); i >= 0) {
@@ -110,6 +125,7 @@ struct Walk {
         } else {
           put(p, p + size, kCached);
           ++a.cached_chunks;
+          if (size == tcache_size && *ntcache < tcache_cap) tcache_structs[(*ntcache)++] = p;
         }
       }
       p += size;
@@ -141,8 +157,21 @@ bool first_chunk_ok(uint64_t p, uint64_t end) {
 uint32_t walk_arenas(Child &c, Meter &m, ArenaFigures *out, uint32_t cap, Range *walked, size_t *nwalked, size_t walked_cap) {
   *nwalked = 0;
   if (!usable::g_glibc_layout || cap == 0) return 0;
+  auto *of_arena = static_cast<HeapOfArena *>(heap::alloc(walked_cap * sizeof(HeapOfArena)));
+  constexpr size_t kTcacheCap = 1 << 16;  // (threads: each has one)
+  auto *tcache_structs = static_cast<uint64_t *>(heap::alloc(kTcacheCap * sizeof(uint64_t)));
+  size_t ntcache = 0;
+  const uint64_t tcache_size = tcache_struct_chunk_size();
+  uint32_t na = 0;
   auto note = [&](uint64_t lo, uint64_t hi) {
-    if (*nwalked < walked_cap) walked[(*nwalked)++] = {lo, hi};
+    if (*nwalked == walked_cap) return;
+    if (of_arena) of_arena[*nwalked] = {lo, hi, na - 1};
+    walked[(*nwalked)++] = {lo, hi};
+  };
+  auto walker = [&](ArenaFigures &a) {
+    Walk w{c, m, a};
+    if (tcache_structs) w.tcache_size = tcache_size, w.tcache_structs = tcache_structs, w.ntcache = &ntcache, w.tcache_cap = kTcacheCap;
+    return w;
   };
   // Thread heaps: anonymous read-write mappings at a 64 MiB boundary that start with a heap_info
   // {ar_ptr, prev, size, mprotect_size, pagesize} whose fields check out.
@@ -171,7 +200,6 @@ uint32_t walk_arenas(Child &c, Meter &m, ArenaFigures *out, uint32_t cap, Range 
       heaps[nh++] = {at, ar, prev, size};
     }
   }
-  uint32_t na = 0;
   uint64_t main_state = 0;
   // Each thread arena: its first heap holds its malloc_state, right after the heap_info.
   for (long f = 0; f < nh && na + 1 < cap; ++f) {
@@ -188,7 +216,7 @@ uint32_t walk_arenas(Child &c, Meter &m, ArenaFigures *out, uint32_t cap, Range 
         top_ok = top + 16 <= heaps[k].start + heaps[k].size &&
                  top + (word(top + 8) & ~uint64_t(7)) == heaps[k].start + heaps[k].size;
     if (!top_ok) top = 0;
-    Walk w{c, m, a};
+    Walk w = walker(a);
     for (long k = 0; k < nh; ++k) {
       if (heaps[k].ar != ar) continue;
       uint64_t first = heaps[k].start + info_bytes;
@@ -236,7 +264,7 @@ uint32_t walk_arenas(Child &c, Meter &m, ArenaFigures *out, uint32_t cap, Range 
     if ((first + 16) & 15) first += 16 - ((first + 16) & 15);
     uint64_t top = main_state ? word(main_state + kTopOffset) : 0;
     if (top < first || top + 16 > end || top + (word(top + 8) & ~uint64_t(7)) > end) top = 0;
-    Walk w{c, m, a};
+    Walk w = walker(a);
     note(start, end);
     if (!first_chunk_ok(first, end)) {
       ++a.heaps;
@@ -245,9 +273,11 @@ uint32_t walk_arenas(Child &c, Meter &m, ArenaFigures *out, uint32_t cap, Range 
       a.complete = false;
     } else {
       w.heap(start, first, end, top);
+      if (!a.state) a.state = main_state = find_main_state(c, w.found_top);  // (no thread arena: a lone ring)
     }
     break;
   }
+  if (of_arena && tcache_structs) count_caches(m, out, na, of_arena, *nwalked, tcache_structs, ntcache);
   std::sort(walked, walked + *nwalked, [](const Range &x, const Range &y) { return x.lo < y.lo; });
   return na;
 }

@@ -93,13 +93,15 @@ bool reserve_blocks(Child &c, uint64_t want) {
   auto *na = static_cast<uint64_t *>(heap::grow(c.addr, size_t(want) * 8));
   auto *ns = static_cast<uint64_t *>(heap::grow(c.size, size_t(want) * 8));
   auto *ni = static_cast<uint64_t *>(heap::grow(c.sampled, size_t(want + 63) / 64 * 8));
-  if (!na || !ns || !ni) {
+  auto *nk = static_cast<uint32_t *>(heap::grow(c.chunk, size_t(want) * 4));
+  if (!na || !ns || !ni || !nk) {
     c.error = "out of memory (blocks)";
     return false;
   }
   c.addr = na;
   c.size = ns;
   c.sampled = ni;
+  c.chunk = nk;
   c.cap = uint32_t(want);
   return true;
 }
@@ -192,7 +194,9 @@ HS_NOINLINE void enumerate_range(Child &c, long mi, uint64_t lo, uint64_t hi) {
         c.inside_end = glibc ? a + (((usable + 8 + 15) >> 4) << 4) : a + ((usable + granule - 1) & ~(granule - 1));
         // An mmapped chunk (IS_MMAPPED in its header) is all glibc's; any other block is in an
         // arena, and so is everything around it.
-        uint8_t what = glibc && (reinterpret_cast<const uint64_t *>(a)[-1] & 2) ? kHoldsBlocksOnly : kHoldsHeap;
+        const uint64_t head = glibc ? reinterpret_cast<const uint64_t *>(a)[-1] : 0;
+        uint8_t what = head & 2 ? kHoldsBlocksOnly : kHoldsHeap;
+        c.chunk[c.n - 1] = head & 2 || head >> 32 ? 0 : uint32_t(head & ~uint64_t(7));
         note_holds(c, mi, what);
         for (long j = mi + 1; j <= last && c.maps[j].start < a + usable; ++j) note_holds(c, j, what);
       }
@@ -264,6 +268,7 @@ void merge_pool_objects(Child &c) {
   c.addr = addr;
   c.size = size;
   c.sampled = sampled;
+  c.chunk = nullptr;  // (not carried over: only the arena walk, before this, uses it)
   c.n = out;
 }
 

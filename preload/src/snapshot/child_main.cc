@@ -147,7 +147,7 @@ uint64_t wait_for_go(int fd, uint64_t program_pid) {
   ph.mark("maps");
   // The program's smaps and which pages the child's copy holds, before anything here reads the
   // program's memory or the tracer's tables (see child_memory.h).
-  memory_begin(c);
+  memory_begin(c, arena_lo, arena_hi);
   ph.mark("smaps");
   build_exclusions(c, arena_lo, arena_hi, a.extra, a.nextra);
   // Room for the blocks the totals count, and some (the arena is virtual: unused room is free).

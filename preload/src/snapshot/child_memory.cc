@@ -1,13 +1,15 @@
 // The SnapshotMemory record (child_memory.h): the program's RSS split into parts that add up to
-// it. The program's own /proc/PID/smaps gives each mapping's Rss (the child's copy would not:
-// fork does not copy the page tables of file mappings the program never wrote); the child then
+// it, at the fork: each anonymous mapping's Rss from the child's own /proc/self/smaps (its page
+// tables are the fork's copy: the program runs on and its own smaps, read later, would mix the
+// two moments), each file mapping's from the program's /proc/PID/smaps (fork does not copy the
+// page tables of file mappings the program never wrote: see smaps.h, merge_fork_image); the child then
 // claims, in its copy, what it knows of each anonymous mapping, in order of precedence:
 // heapsnap's own memory, thread stacks, glibc's mmapped chunks, modules' .bss, and the arenas
 // chunk by chunk. What no claim takes is the mapping's own kind (smaps.h, base_kind).
 //
 // Residency is taken (memory_begin) before the child reads any of the program's memory or the
 // tracer's tables: a read of a page never touched maps the zero page in the child, which mincore
-// counts as resident. HEAPSNAP_DEBUG=1 prints the mappings where the two views differ.
+// counts as resident (smaps does not). HEAPSNAP_DEBUG=1 prints the mappings where the two views differ.
 #include <fcntl.h>
 #include <sys/mman.h>
 #include <unistd.h>
@@ -35,9 +37,10 @@ bool Meter::init(memory::SmapsEntry *entries, long count) {
   page_shift = unsigned(__builtin_ctzll(page));
   vec = static_cast<uint8_t **>(heap::alloc_zeroed(size_t(n + 1) * sizeof(uint8_t *)));
   vec_failed = static_cast<bool *>(heap::alloc_zeroed(size_t(n + 1)));
+  full = static_cast<bool *>(heap::alloc_zeroed(size_t(n + 1)));
   res = static_cast<uint64_t(*)[kKinds]>(heap::alloc_zeroed(size_t(n + 1) * sizeof(*res)));
   virt = static_cast<uint64_t(*)[kKinds]>(heap::alloc_zeroed(size_t(n + 1) * sizeof(*virt)));
-  if (!vec || !vec_failed || !res || !virt) return false;
+  if (!vec || !vec_failed || !full || !res || !virt) return false;
   for (long i = 0; i < n; ++i) {
     if (!e[i].rss || !memory::is_splittable(e[i])) continue;
     size_t pages = size_t((e[i].end - e[i].start) / page);
@@ -45,6 +48,10 @@ bool Meter::init(memory::SmapsEntry *entries, long count) {
     vec[i] = pages <= (size_t(1) << 24) ? static_cast<uint8_t *>(heap::alloc(pages + 1)) : nullptr;
     // ENOMEM: the program mapped it after the fork; the child has none of it.
     if (!vec[i] || mincore(reinterpret_cast<void *>(e[i].start), e[i].end - e[i].start, vec[i]) != 0) vec_failed[i] = true;
+    if (vec_failed[i]) continue;
+    size_t resident = 0;
+    for (size_t pg = 0; pg < pages; ++pg) resident += vec[i][pg] & 1;
+    full[i] = resident == pages;
   }
   return true;
 }
@@ -186,6 +193,47 @@ uint64_t vm_rss(uint64_t pid) {
   return v * 1024;
 }
 
+// An smaps file parsed into the child's arena; null when it cannot be read or parsed.
+memory::SmapsEntry *read_smaps(const char *path, long *n) {
+  size_t len = 0;
+  char *text = read_whole(path, &len);
+  if (!text) return nullptr;
+  long lines = 0;
+  for (size_t i = 0; i < len; ++i) lines += text[i] == '\n';
+  const size_t cap = size_t(lines / 4 + 16);  // (a mapping is 20-odd lines)
+  auto *entries = static_cast<memory::SmapsEntry *>(heap::alloc(cap * sizeof(memory::SmapsEntry)));
+  *n = entries ? memory::parse_smaps(text, len, entries, cap) : -1;
+  return *n >= 0 ? entries : nullptr;
+}
+
+// Resident bytes of [lo, hi) in the child now (a mapping merged with the child's arena: its part
+// outside the arena).
+uint64_t resident_now(uint64_t lo, uint64_t hi, void *) {
+  const uint64_t page = uint64_t(sysconf(_SC_PAGESIZE));
+  lo &= ~(page - 1);
+  size_t pages = size_t((hi - lo + page - 1) / page);
+  auto *v = static_cast<uint8_t *>(heap::alloc(pages + 1));
+  if (!v || mincore(reinterpret_cast<void *>(lo), hi - lo, v) != 0) return 0;
+  uint64_t r = 0;
+  for (size_t i = 0; i < pages; ++i) r += (v[i] & 1) ? page : 0;
+  return r;
+}
+
+// The test hook HEAPSNAP_TEST_CHILD_HANDSHAKE=DIR (config.h): says it has forked (DIR/forked),
+// then waits for DIR/go, for at most 30 s, so that a test program changes its memory between the
+// fork and the read of its smaps, on purpose and not by a race.
+void test_handshake() {
+  char path[sizeof(config.test_child_handshake) + 16];
+  snprintf(path, sizeof(path), "%s/forked", config.test_child_handshake);
+  int fd = open(path, O_WRONLY | O_CREAT | O_CLOEXEC, 0600);
+  if (fd >= 0) close(fd);
+  snprintf(path, sizeof(path), "%s/go", config.test_child_handshake);
+  for (int i = 0; i < 30000 && access(path, F_OK) != 0; ++i) {
+    timespec ts = {0, 1000000};
+    nanosleep(&ts, nullptr);
+  }
+}
+
 struct Stack {
   uint32_t tid;
   uint64_t lo, hi, rss, used;
@@ -206,27 +254,43 @@ void write_arena(wire::Buf &o, const ArenaFigures &a) {
   o.u64(19, a.cached_chunks);
   o.u64(20, a.trimmable);
   o.boolean(21, a.complete);
+  o.u64(22, a.fastbin_bytes);
+  o.u64(23, a.fastbin_rss);
+  o.u64(24, a.fastbin_chunks);
+  o.u64(25, a.tcache_bytes);
+  o.u64(26, a.tcache_rss);
+  o.u64(27, a.tcache_chunks);
   o.close(at);
 }
 
 }  // namespace
 
-void memory_begin(Child &c) {
+void memory_begin(Child &c, uint64_t arena_lo, uint64_t arena_hi) {
   auto *ms = static_cast<MemoryState *>(heap::alloc_zeroed(sizeof(MemoryState)));
   if (!ms) return;
   c.memory = new (ms) MemoryState();
-  ms->t0 = mono_ns();
+  if (config.test_child_handshake[0]) test_handshake();
+  ms->t0 = ms->lap_at = mono_ns();
   ms->n = -1;
+  // The child's own smaps first: the fork's page tables of the program's anonymous memory (see
+  // smaps.h, merge_fork_image). Then the program's, for the file mappings fork did not copy.
+  long n_own = 0, n_program = 0;
+  memory::SmapsEntry *own = read_smaps("/proc/self/smaps", &n_own);
+  ms->lap(MemoryState::kOwnSmaps);
   char path[64];
   snprintf(path, sizeof(path), "/proc/%lu/smaps", (unsigned long)c.main_tid);
-  size_t len = 0;
-  char *text = read_whole(path, &len);
+  memory::SmapsEntry *program = read_smaps(path, &n_program);
   ms->status_rss = vm_rss(c.main_tid);
-  long lines = 0;
-  for (size_t i = 0; text && i < len; ++i) lines += text[i] == '\n';
-  ms->entries = static_cast<memory::SmapsEntry *>(heap::alloc(size_t(lines / 4 + 16) * sizeof(memory::SmapsEntry)));
-  ms->n = text && ms->entries ? memory::parse_smaps(text, len, ms->entries, size_t(lines / 4 + 16)) : -1;
+  ms->lap(MemoryState::kProgramSmaps);
+  if (own && program) {
+    const size_t cap = size_t(n_own + n_program + 2);
+    ms->entries = static_cast<memory::SmapsEntry *>(heap::alloc(cap * sizeof(memory::SmapsEntry)));
+    if (ms->entries)
+      ms->n = memory::merge_fork_image(own, n_own, program, n_program, arena_lo, arena_hi, resident_now, nullptr,
+                                       ms->entries, cap, &ms->changed);
+  }
   if (ms->n > 0 && !ms->m.init(ms->entries, ms->n)) ms->n = 0;
+  ms->lap(MemoryState::kMincore);
   ms->ns = mono_ns() - ms->t0;
 }
 
@@ -235,6 +299,7 @@ void write_memory(Child &c, const regs::Result &rr, uint64_t arena_lo, uint64_t 
   const uint64_t t0 = mono_ns();
   const char *error = nullptr;
   MemoryState &ms = *c.memory;
+  ms.lap_at = t0;
   const long n = ms.n;
   memory::SmapsEntry *entries = ms.entries;
   const uint64_t status_rss = ms.status_rss;
@@ -303,7 +368,9 @@ void write_memory(Child &c, const regs::Result &rr, uint64_t arena_lo, uint64_t 
   auto *arenas = static_cast<ArenaFigures *>(heap::alloc(kMaxArenas * sizeof(ArenaFigures)));
   auto *walked = static_cast<Range *>(heap::alloc(kMaxHeaps * sizeof(Range)));
   size_t nwalked = 0;
+  ms.lap(MemoryState::kClaims);
   uint32_t narenas = arenas && walked ? walk_arenas(c, m, arenas, kMaxArenas, walked, &nwalked, kMaxHeaps) : 0;
+  ms.lap(MemoryState::kArenas);
 
   // 4. glibc's mmapped chunks (IS_MMAPPED): the chunk's mapping, from prev_size (its offset) on.
   //    Only blocks outside the heaps walked can be (their headers are not read again).
@@ -330,6 +397,8 @@ void write_memory(Child &c, const regs::Result &rr, uint64_t arena_lo, uint64_t 
     if (mc) nt = claim_class(m, mc, nm, taken, nt);
   }
 
+  ms.lap(MemoryState::kMmapped);
+
   // 5. Modules' .bss (an anonymous mapping right after a module's data, as far as its program
   //    headers reach): the module's data; heapsnap's own library's is heapsnap's.
   k = 0;
@@ -352,7 +421,7 @@ void write_memory(Child &c, const regs::Result &rr, uint64_t arena_lo, uint64_t 
   // Each mapping's Rss by kind.
   uint64_t rss[kKinds] = {}, size[kKinds] = {}, swap[kKinds] = {}, anon[kKinds] = {}, shared[kKinds] = {};
   uint32_t maps_of[kKinds] = {};
-  uint64_t total = 0, unmatched = 0;
+  uint64_t total = 0;
   for (long i = 0; i < n; ++i) {
     const memory::SmapsEntry &e = entries[i];
     Kind rest = memory::base_kind(entries, n, i);
@@ -361,10 +430,9 @@ void write_memory(Child &c, const regs::Result &rr, uint64_t arena_lo, uint64_t 
     uint64_t claimed_virt = 0;
     for (int q = 0; q < kKinds; ++q) claimed_virt += m.virt[i][q];
     total += e.rss;
-    if (m.vec[i]) {  // what the child's copy holds vs what the program's smaps says
+    if (config.debug && m.vec[i]) {  // mincore's count vs the Rss taken (zero pages make them differ)
       uint64_t mine = m.resident(e.start, e.end);
-      unmatched += mine > e.rss ? mine - e.rss : e.rss - mine;
-      if (config.debug && (mine > e.rss + 65536 || e.rss > mine + 65536)) {
+      if (mine > e.rss + 65536 || e.rss > mine + 65536) {
         char msg[256];
         int len = snprintf(msg, sizeof(msg), "heapsnap: memory: %lx-%lx %s: Rss %lu, resident in the child %lu\n",
                            (unsigned long)e.start, (unsigned long)e.end, e.path, (unsigned long)e.rss, (unsigned long)mine);
@@ -391,6 +459,17 @@ void write_memory(Child &c, const regs::Result &rr, uint64_t arena_lo, uint64_t 
       anon[q] += share(e.anonymous);
       shared[q] += share(e.shared_bytes);
     }
+  }
+
+  ms.lap(MemoryState::kTally);
+  if (config.debug) {
+    static const char *const kStep[MemoryState::kSteps] = {"own smaps", "program smaps", "mincore", "claims", "arenas", "mmapped chunks", "tally"};
+    char msg[512];
+    size_t len = size_t(snprintf(msg, sizeof(msg), "heapsnap: memory breakdown, ms:"));
+    for (int q = 0; q < MemoryState::kSteps && len < sizeof(msg); ++q)
+      len += size_t(snprintf(msg + len, sizeof(msg) - len, " %s %.1f", kStep[q], double(ms.step_ns[q]) / 1e6));
+    if (len < sizeof(msg)) len += size_t(snprintf(msg + len, sizeof(msg) - len, "\n"));
+    (void)!write(2, msg, len < sizeof(msg) ? len : sizeof(msg) - 1);
   }
 
   wire::RecordMark r = wire::begin_record(c.out, wire::kSnapshotMemory);
@@ -421,7 +500,7 @@ void write_memory(Child &c, const regs::Result &rr, uint64_t arena_lo, uint64_t 
   }
   c.out.u64(7, rr.n + 1);
   c.out.u64(8, uint64_t(n));
-  c.out.u64(9, unmatched);
+  c.out.u64(9, ms.changed);
   c.out.u64(10, ms.ns + (mono_ns() - t0));
   c.out.str(11, error);
   c.out.u64(12, mmapped);

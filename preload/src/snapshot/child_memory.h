@@ -19,6 +19,7 @@ struct Meter {
   uint64_t page = 4096;
   uint8_t **vec = nullptr;                   // per mapping: mincore's vector, made on first use
   bool *vec_failed = nullptr;                // mincore failed (a mapping made after the fork)
+  bool *full = nullptr;                      // every page of the mapping resident (by mincore)
   uint64_t (*res)[memory::kKinds] = nullptr;  // per mapping: resident bytes claimed, by kind
   uint64_t (*virt)[memory::kKinds] = nullptr; // per mapping: bytes claimed, by kind
   long cursor = 0;
@@ -34,6 +35,9 @@ struct Meter {
   // The arena walk's fast path (a chunk at a time, millions of them): the mapping that holds all
   // of [lo, hi) when every page of it is resident there, else -1; then claim() counts it whole.
   HS_INLINE long all_resident(uint64_t lo, uint64_t hi) {
+    // The common case first, without a call: the chunk is in the last mapping looked at, and
+    // every page of that mapping is resident (a heap the program wrote all of).
+    if (cursor < n && full[cursor] && e[cursor].start <= lo && hi <= e[cursor].end) return cursor;
     long i = entry_at_or_after(lo);
     if (i < 0 || e[i].start > lo || hi > e[i].end || !vec[i]) return -1;
     const uint8_t *v = vec[i];
@@ -63,26 +67,55 @@ struct ArenaFigures {
   uint64_t live_chunks, free_chunks, cached_chunks;
   uint64_t trimmable;    // resident whole pages malloc_trim(0) would give back (free chunks, main top)
   bool complete;         // every chunk followed to its heap's end
+  // Of the cached chunks, those in its fastbins and in threads' tcaches (with the tcache structs
+  // themselves), as child_caches.cc followed their lists; the rest of cached is neither.
+  uint64_t fastbin_bytes, fastbin_rss, fastbin_chunks;
+  uint64_t tcache_bytes, tcache_rss, tcache_chunks;
 };
+
+// A walked heap and the arena (its index in walk_arenas' out) it belongs to.
+struct HeapOfArena {
+  uint64_t lo, hi;
+  uint32_t arena;
+};
+
+// child_caches.cc: the size of a tcache_perthread_struct's chunk in the running glibc; the
+// fastbins' and tcaches' chunks counted into arenas[] (heaps: every heap walked, sorted here;
+// tcache_structs: cached chunks of that size, candidates checked there); main_arena's address
+// found from the brk heap's top chunk when no thread arena's ring gave it (0: not found).
+uint64_t tcache_struct_chunk_size();
+void count_caches(Meter &m, ArenaFigures *arenas, uint32_t na, HeapOfArena *heaps, size_t nheaps,
+                  const uint64_t *tcache_structs, size_t nstructs);
+uint64_t find_main_state(Child &c, uint64_t top);
 
 // child_arenas.cc: walks the arenas; fills out[0..cap), returns the count. The heaps walked go to
 // heaps[0..*nheaps) (room for heaps_cap), address-ordered: blocks outside them are no arena's.
 uint32_t walk_arenas(Child &c, Meter &m, ArenaFigures *out, uint32_t cap, Range *heaps, size_t *nheaps, size_t heaps_cap);
 
-// child_memory.cc, in two phases around the blocks' enumeration. memory_begin reads the program's
-// smaps and takes mincore's vectors of its anonymous mappings before the child reads any of the
+// child_memory.cc, in two phases around the blocks' enumeration. memory_begin reads the child's
+// own smaps (the fork moment's anonymous memory) and the program's (its file mappings) and takes mincore's vectors of its anonymous mappings before the child reads any of the
 // program's memory: a read of a page the program never touched maps the zero page in the child,
 // which mincore would count (the shadow's untouched pages, read by the enumeration, did).
 // write_memory claims, walks the arenas and writes the SnapshotMemory record (before the blocks;
 // no block list is changed).
 struct MemoryState {
-  memory::SmapsEntry *entries;
+  memory::SmapsEntry *entries;  // the fork image's mappings (smaps.h, merge_fork_image)
   long n;  // -1: smaps could not be read
+  uint64_t changed;  // the program's anonymous memory changed since the fork (left out)
   uint64_t status_rss;
   uint64_t t0, ns;  // the breakdown's own time (both phases)
+  // HEAPSNAP_DEBUG=1: where that time goes (kSteps, printed at the end of write_memory).
+  enum Step { kOwnSmaps, kProgramSmaps, kMincore, kClaims, kArenas, kMmapped, kTally, kSteps };
+  uint64_t step_ns[kSteps];
+  uint64_t lap_at;
+  void lap(Step s) {
+    uint64_t now = mono_ns();
+    step_ns[s] += now - lap_at;
+    lap_at = now;
+  }
   Meter m;
 };
-void memory_begin(Child &c);
+void memory_begin(Child &c, uint64_t arena_lo, uint64_t arena_hi);
 void write_memory(Child &c, const regs::Result &rr, uint64_t arena_lo, uint64_t arena_hi);
 
 }  // namespace hs::snapshot::child

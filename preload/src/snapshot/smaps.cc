@@ -1,5 +1,6 @@
 #include "snapshot/smaps.h"
 
+#include <algorithm>
 #include <cstring>
 
 #include "core/proc_maps.h"
@@ -82,6 +83,13 @@ long parse_smaps(const char *text, size_t n, SmapsEntry *out, size_t cap) {
       else if (starts(p, eol, "Shared_Clean:", 13) || starts(p, eol, "Shared_Dirty:", 13)) cur->shared_bytes += kb_value(p + 13, eol);
       else if (starts(p, eol, "Private_Clean:", 14) || starts(p, eol, "Private_Dirty:", 14)) cur->private_bytes += kb_value(p + 14, eol);
       else if (starts(p, eol, "Swap:", 5)) cur->swap = kb_value(p + 5, eol);
+      else if (starts(p, eol, "VmFlags:", 8)) {
+        for (const char *f = p + 8; f + 2 <= eol; ++f)
+          if (f[-1] == ' ' && (f + 2 == eol || f[2] == ' ')) {
+            cur->dont_fork |= f[0] == 'd' && f[1] == 'c';
+            cur->wipe_on_fork |= f[0] == 'w' && f[1] == 'f';
+          }
+      }
     }
     p = eol + 1;
   }
@@ -116,6 +124,100 @@ Kind base_kind(const SmapsEntry *all, long n, long i) {
     return kMappedFiles;
   }
   return kProgramAnon;  // anonymous (what the child splits off it is measured apart)
+}
+
+bool fork_copied(const SmapsEntry &e) {
+  return !e.shared && !e.wipe_on_fork && (is_splittable(e) || e.anonymous || e.swap);
+}
+
+namespace {
+
+// The program's figures over [lo, hi): its mappings there, each in proportion to the part of it
+// inside (whole when the ranges match, as they do unless the program mapped, unmapped or
+// changed memory next to it since the fork). Returns false when no mapping of its overlaps.
+bool figures_over(const SmapsEntry *p, long n, uint64_t lo, uint64_t hi, SmapsEntry *into) {
+  const SmapsEntry *it = std::upper_bound(p, p + n, lo, [](uint64_t v, const SmapsEntry &x) { return v < x.end; });
+  bool any = false;
+  into->rss = into->anonymous = into->shared_bytes = into->private_bytes = into->swap = 0;
+  for (; it != p + n && it->start < hi; ++it) {
+    uint64_t a = it->start > lo ? it->start : lo, b = it->end < hi ? it->end : hi, size = it->end - it->start;
+    if (b <= a || !size) continue;
+    auto part = [&](uint64_t v) { return uint64_t((unsigned __int128)v * (b - a) / size); };
+    into->rss += part(it->rss);
+    into->anonymous += part(it->anonymous);
+    into->shared_bytes += part(it->shared_bytes);
+    into->private_bytes += part(it->private_bytes);
+    into->swap += part(it->swap);
+    any = true;
+  }
+  return any;
+}
+
+uint64_t diff(uint64_t a, uint64_t b) { return a > b ? a - b : b - a; }
+
+}  // namespace
+
+long merge_fork_image(const SmapsEntry *own, long n_own, const SmapsEntry *program, long n_program, uint64_t skip_lo,
+                      uint64_t skip_hi, uint64_t (*resident)(uint64_t lo, uint64_t hi, void *ctx), void *ctx,
+                      SmapsEntry *out, size_t cap, uint64_t *changed) {
+  long n = 0;
+  *changed = 0;
+  for (long i = 0; i < n_own; ++i) {
+    const SmapsEntry &e = own[i];
+    // Up to two pieces: what lies outside [skip_lo, skip_hi).
+    uint64_t cuts[2][2] = {{e.start, e.end < skip_lo ? e.end : skip_lo}, {e.start > skip_hi ? e.start : skip_hi, e.end}};
+    bool clipped = e.start < skip_hi && skip_lo < e.end;
+    if (!clipped) cuts[0][1] = e.end, cuts[1][0] = cuts[1][1] = 0;
+    for (auto &cut : cuts) {
+      if (cut[1] <= cut[0]) continue;
+      if (size_t(n) == cap) return -1;
+      SmapsEntry &o = out[n++];
+      o = e;
+      o.start = cut[0];
+      o.end = cut[1];
+      if (clipped) {  // (the child's own memory is in e's figures: keep this piece's share)
+        uint64_t r = resident(o.start, o.end, ctx);
+        auto scale = [&](uint64_t v) { return e.rss ? uint64_t((unsigned __int128)v * r / e.rss) : 0; };
+        o.anonymous = scale(e.anonymous);
+        o.shared_bytes = scale(e.shared_bytes);
+        o.private_bytes = scale(e.private_bytes);
+        o.swap = scale(e.swap);
+        o.rss = r;
+      }
+      SmapsEntry now;
+      bool in_program = figures_over(program, n_program, o.start, o.end, &now);
+      if (fork_copied(o)) {
+        *changed += diff(o.rss, in_program ? now.rss : 0);
+      } else if (in_program) {
+        o.rss = now.rss;
+        o.anonymous = now.anonymous;
+        o.shared_bytes = now.shared_bytes;
+        o.private_bytes = now.private_bytes;
+        o.swap = now.swap;
+      }
+    }
+  }
+  // The program's MADV_DONTFORK mappings: as it has them. Its anonymous memory outside every
+  // other mapping of the fork's: made since.
+  const long forked = n;
+  for (long j = 0; j < n_program; ++j) {
+    if (!program[j].dont_fork) continue;
+    if (size_t(n) == cap) return -1;
+    out[n++] = program[j];
+  }
+  if (n > forked) std::sort(out, out + n, [](const SmapsEntry &x, const SmapsEntry &y) { return x.start < y.start; });
+  for (long j = 0; j < n_program; ++j) {
+    const SmapsEntry &p = program[j];
+    if (p.dont_fork || !fork_copied(p) || p.end <= p.start) continue;
+    uint64_t inside = 0;
+    const SmapsEntry *it = std::upper_bound(out, out + n, p.start, [](uint64_t v, const SmapsEntry &x) { return v < x.end; });
+    for (; it != out + n && it->start < p.end; ++it) {
+      uint64_t a = it->start > p.start ? it->start : p.start, b = it->end < p.end ? it->end : p.end;
+      if (b > a) inside += b - a;
+    }
+    *changed += uint64_t((unsigned __int128)p.rss * (p.end - p.start - inside) / (p.end - p.start));
+  }
+  return n;
 }
 
 void distribute(uint64_t rss, const uint64_t *measured, Kind rest, uint64_t *rss_out) {

@@ -61,7 +61,7 @@ class Loader {
   // Waits for the lanes; false if any failed.
   bool settle() {
     lanes_.drain();
-    return !failed_.load(std::memory_order_relaxed);
+    return failed_at_.load(std::memory_order_relaxed) == UINT64_MAX;
   }
   // A failure of the reader's thread in the record being read (settle() first).
   void fail(const capture::RecordPos &pos, const std::string &what) { note(serial_, record_++, 0, pos, what); }
@@ -76,7 +76,9 @@ class Loader {
   void note(Failure &f, uint64_t record, int step, const capture::RecordPos &pos, const std::string &what) {
     if (f.set) return;
     f = Failure{true, record, step, pos, what};
-    failed_.store(true, std::memory_order_relaxed);
+    uint64_t at = failed_at_.load(std::memory_order_relaxed);
+    while (record < at && !failed_at_.compare_exchange_weak(at, record, std::memory_order_relaxed)) {
+    }
   }
   template <typename F>
   void run(unsigned lane, bool now, F &&fn) {
@@ -85,14 +87,17 @@ class Loader {
     else
       lanes_.post(lane, std::forward<F>(fn));
   }
-  bool stopped() const { return failed_.load(std::memory_order_relaxed); }
+  // Whether a record's work can be skipped: a record before it failed. (Not one after it: the
+  // reader's thread finds a later record's failure while the lanes are still at this one, whose
+  // failure, if any, comes first.)
+  bool stopped(uint64_t record) const { return failed_at_.load(std::memory_order_relaxed) < record; }
 
   capture::CaptureReader &reader_;
   uint32_t index_;
   HeapSnapshot &s_;
   const LoadOptions &opts_;
   util::WorkLanes lanes_;
-  std::atomic<bool> failed_{false};
+  std::atomic<uint64_t> failed_at_{UINT64_MAX};  // the first record that failed
   Failure serial_, lane_[3];
   uint64_t record_ = 0;        // records of this snapshot so far
   uint64_t blocks_taken_ = 0;  // blocks in the block records so far (what s_.addr will hold)
@@ -126,7 +131,7 @@ bool Loader::blocks(const Blocks &b, const capture::RecordPos &pos, bool now) {
   blocks_taken_ += n;
   const uint64_t record = record_++;
   run(0, now, [this, b = Blocks(b), n, record, pos]() mutable {
-    if (stopped()) return;
+    if (stopped(record)) return;
     uint64_t a = 0;
     for (uint64_t i = 0; i < n; ++i) {
       a += uint64_t(b.addr_delta());
@@ -138,8 +143,8 @@ bool Loader::blocks(const Blocks &b, const capture::RecordPos &pos, bool now) {
       s_.size.push_back(b.size());
     }
   });
-  run(1, now, [this, b = Blocks(b), n]() mutable {
-    if (stopped()) return;
+  run(1, now, [this, b = Blocks(b), n, record]() mutable {
+    if (stopped(record)) return;
     uint64_t site = 0;
     for (uint64_t i = 0; i < n; ++i) {
       site += uint64_t(b.site_delta());
@@ -148,8 +153,8 @@ bool Loader::blocks(const Blocks &b, const capture::RecordPos &pos, bool now) {
     }
   });
   if (opts_.identity)
-    run(2, now, [this, b = Blocks(b), n]() mutable {
-      if (stopped()) return;
+    run(2, now, [this, b = Blocks(b), n, record]() mutable {
+      if (stopped(record)) return;
       const uint64_t pools = b.pool_count();
       for (uint64_t i = 0; i < n; ++i) {
         s_.id.push_back(b.id());
@@ -181,7 +186,7 @@ bool Loader::edges(const Edges &e, const capture::RecordPos &pos, bool now) {
   const uint64_t record = record_++;
   const uint64_t sources = e.from_count(), targets = e.to_count(), offsets = e.offset_count();
   run(0, now, [this, e = Edges(e), record, pos, sources, targets, offsets]() mutable {
-    if (stopped()) return;
+    if (stopped(record)) return;
     if (s_.edge_target.size() + targets >= UINT32_MAX) {
       note(lane_[0], record, 1, pos, "more than 2^32 - 2 edges in one snapshot (not supported)");
       return;
@@ -214,8 +219,8 @@ bool Loader::edges(const Edges &e, const capture::RecordPos &pos, bool now) {
       }
     }
   });
-  run(1, now, [this, e = Edges(e), sources, targets, offsets]() mutable {
-    if (stopped()) return;
+  run(1, now, [this, e = Edges(e), record, sources, targets, offsets]() mutable {
+    if (stopped(record)) return;
     const uint64_t interiors = e.interior_count();
     uint64_t interior_at = 0, next_interior = interiors ? e.interior_edge() : UINT64_MAX, t = 0;
     for (uint64_t k = 0; k < sources; ++k) {

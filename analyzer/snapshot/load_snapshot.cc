@@ -215,7 +215,9 @@ bool Loader::edges(const Edges &e, const capture::RecordPos &pos, bool now) {
         return;
       }
       for (uint32_t c = 0; c < count; ++c, ++t) {
-        const int64_t target = int64_t(source) + e.to_delta();
+        // (Summed as unsigned: a hostile delta must not overflow. Where a signed sum would, the
+        // wrapped one is negative too, so refused alike.)
+        const int64_t target = int64_t(source + uint64_t(e.to_delta()));
         if (target < 0 || uint64_t(target) >= blocks) {
           note(lane_[0], record, 1, pos, "edge target out of range");
           return;
@@ -268,7 +270,7 @@ bool load_roots(const wire::SnapshotRoots &rt, HeapSnapshot &s, Loader &l, const
   int inter_at = 0;
   uint64_t next_inter = rt.interior_edge_size() ? rt.interior_edge(0) : UINT64_MAX;
   for (int i = 0; i < rt.target_delta_size(); ++i) {
-    t += rt.target_delta(i);
+    t = int64_t(uint64_t(t) + uint64_t(rt.target_delta(i)));  // (wraps rather than overflows)
     off += rt.root_offset(i);
     if (t < 0 || uint64_t(t) >= s.addr.size()) {
       l.fail(pos, "root target out of range");

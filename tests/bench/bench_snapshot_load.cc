@@ -1,13 +1,14 @@
 // Times load_snapshot alone (the read phase of top-retainers) with each block/edge decoder:
-//   bench_snapshot_load CAPTURE [RUNS]
-// prints, per decoder (libprotobuf; raw on the reader's thread; raw on decode lanes), the median
-// wall time of RUNS loads (default 3) and the process CPU time they took (user + system, all
-// threads): on a busy machine the CPU time is the steadier figure. scripts/bench_graph --load
-// runs it.
+//   bench_snapshot_load CAPTURE [RUNS [protobuf|raw1|lanes]]
+// prints, per decoder (libprotobuf; raw on the reader's thread; raw on decode lanes; or only the
+// one named), the median wall time of RUNS loads (default 3), the process CPU time they took
+// (user + system, all threads: on a busy machine the steadier figure) and the process's peak
+// resident set so far (name one decoder to see its own).
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <string>
 #include <sys/resource.h>
 #include <vector>
 
@@ -36,9 +37,11 @@ int main(int argc, char **argv) {
     const char *name;
     bool raw;
     unsigned threads;
-  } ways[] = {{"protobuf", false, 1}, {"raw, 1 thread", true, 1}, {"raw, lanes", true, 0}};
+  } ways[] = {{"protobuf", false, 1}, {"raw1", true, 1}, {"lanes", true, 0}};
+  const std::string only = argc > 3 ? argv[3] : "";
   uint64_t blocks = 0, edges = 0;
   for (const Way &w : ways) {
+    if (!only.empty() && only != w.name) continue;
     std::vector<double> wall;
     double cpu0 = cpu_s();
     for (int r = 0; r < runs; ++r) {
@@ -64,8 +67,10 @@ int main(int argc, char **argv) {
     }
     double cpu = (cpu_s() - cpu0) / runs;
     std::sort(wall.begin(), wall.end());
-    printf("%-14s %llu blocks, %llu edges: load %.3f s (median of %d), CPU %.3f s per load\n", w.name,
-           (unsigned long long)blocks, (unsigned long long)edges, wall[wall.size() / 2], runs, cpu);
+    rusage u;
+    getrusage(RUSAGE_SELF, &u);
+    printf("%-9s %llu blocks, %llu edges: load %.3f s (median of %d), CPU %.3f s per load, peak RSS %.1f MB\n", w.name,
+           (unsigned long long)blocks, (unsigned long long)edges, wall[wall.size() / 2], runs, cpu, double(u.ru_maxrss) / 1024);
   }
   return 0;
 }

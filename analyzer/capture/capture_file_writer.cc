@@ -31,8 +31,9 @@ CaptureFileWriter::~CaptureFileWriter() {
   ZSTD_freeCCtx(cctx_);
 }
 
-void CaptureFileWriter::add(const wire::Record &r) {
-  std::string body = r.SerializeAsString();
+void CaptureFileWriter::add(const wire::Record &r) { add_bytes(r.SerializeAsString()); }
+
+void CaptureFileWriter::add_bytes(const std::string &body) {
   uint64_t n = body.size();
   while (n >= 0x80) {
     pending_.push_back(char(uint8_t(n) | 0x80));

@@ -23,6 +23,8 @@ class CaptureFileWriter {
   bool ok() const { return f_ != nullptr && !failed_; }
 
   void add(const wire::Record &r);  // appends to the current frame
+  // Appends a record given as its bytes, valid or not (tests of damaged records).
+  void add_bytes(const std::string &record);
   void end_frame();                 // writes the pending records and ends the frame
   // Writes the pending records as the complete blocks of a frame that stays open (format 3).
   void flush();

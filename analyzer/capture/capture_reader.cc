@@ -74,6 +74,18 @@ bool events_batch(const uint8_t *p, uint64_t len, const uint8_t **b, size_t *bn)
   return true;
 }
 
+// A record holding only one length-delimited field: *field, and *m / *mn locate the message.
+bool single_message(const uint8_t *p, uint64_t len, uint32_t *field, const uint8_t **m, size_t *mn) {
+  uint64_t key = 0, mlen = 0;
+  size_t u1 = read_varint(p, p + len, &key);
+  size_t u2 = u1 && (key & 7) == 2 ? read_varint(p + u1, p + len, &mlen) : 0;
+  if (!u2 || mlen != len - u1 - u2 || (key >> 3) > UINT32_MAX) return false;
+  *field = uint32_t(key >> 3);
+  *m = p + u1 + u2;
+  *mn = size_t(mlen);
+  return true;
+}
+
 // Frame buffers. Release builds take the writer's frame size at once: growing step by step (1.5,
 // 2.3, 3.5, 5.3 MB for a python capture) faulted every new buffer in afresh, and freed buffers
 // moved glibc's mmap threshold so that the next ones came from the heap top, faulted in again: a
@@ -461,6 +473,19 @@ bool CaptureReader::parse_frame(const uint8_t *data, size_t n, uint64_t frame_of
       p += len;
       continue;
     }
+    uint32_t field;
+    if (raw_records_ && len && single_message(p, len, &field, &b, &bn)) {
+      RawRecord r = raw_records_(field, b, bn, RecordPos{frame_offset, at});
+      if (r != RawRecord::parse) {
+        ++records_;
+        p += len;
+        if (r == RawRecord::stop) {
+          *stop = true;
+          return true;
+        }
+        continue;
+      }
+    }
     if (!rec.ParseFromArray(p, int(len))) {
       problem(frame_offset, "frame at " + hex_offset(frame_offset) + ": record at byte " +
                                 std::to_string(at) + " does not parse; skipped");
@@ -737,6 +762,7 @@ bool CaptureReader::consume(Frame &f, const RecordFn &fn) {
   ++frames_;
   bool stop = false;
   parse_frame(f.buf.get(), f.got, f.off, fn, &stop);
+  if (frame_done_ && !frame_done_()) stop = true;
   if (stop) return false;
   release_read(f.next);
   return true;

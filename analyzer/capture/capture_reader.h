@@ -72,6 +72,19 @@ class CaptureReader {
   using RawEventsFn = std::function<bool(const uint8_t *batch, size_t n, const RecordPos &)>;
   void set_raw_events_handler(RawEventsFn raw) { raw_events_ = std::move(raw); }
 
+  // Records holding one length-delimited field (the field's key, the message's length, the
+  // message: what the shim writes) are offered to `raw` as that field's number and message bytes
+  // before any parsing, after the record filter. It answers parse (parse the record and pass it
+  // to the record callback as usual), taken (the record is handled), or stop (handled; end the
+  // pass as if the record callback had returned false). The bytes stay valid until the frame
+  // done callback (set_frame_done) returns.
+  enum class RawRecord { parse, taken, stop };
+  using RawRecordFn = std::function<RawRecord(uint32_t field, const uint8_t *msg, size_t n, const RecordPos &)>;
+  void set_raw_record_handler(RawRecordFn raw) { raw_records_ = std::move(raw); }
+  // Called on the parsing thread after each frame's records, before the frame's buffer is reused
+  // (work on the raw records' bytes finishes here); false ends the pass.
+  void set_frame_done(std::function<bool()> fn) { frame_done_ = std::move(fn); }
+
   // Event batches decoded ahead: with a read-ahead thread, that thread also decodes each batch
   // in the shim's layout (what the raw events handler would be offered) into a DecodedBatch,
   // and `fn` gets it here, in its place among the records, instead of the raw handler. Batches
@@ -152,6 +165,8 @@ class CaptureReader {
   std::function<void(uint64_t, uint64_t)> progress_;
   std::function<bool(uint32_t)> filter_;
   RawEventsFn raw_events_;
+  RawRecordFn raw_records_;
+  std::function<bool()> frame_done_;
   DecodedEventsFn decoded_events_;
   DecodeRing *ring_ = nullptr;  // while a read-ahead thread decodes batches
   uint64_t batches_ahead_ = 0, batches_by_parser_ = 0;

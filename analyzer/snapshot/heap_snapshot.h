@@ -214,6 +214,12 @@ struct LoadOptions {
   bool identity = true;      // id, time_ms, pool
   bool edge_offsets = true;  // edge_offset (paths)
   bool types = true;         // type, type_names
+  // Block and edge records decoded from their bytes (snapshot_columns.h) rather than parsed by
+  // libprotobuf: the same snapshot and errors either way (tests compare them).
+  bool raw_records = true;
+  // Threads decoding block and edge records beside the reader: 0 chooses (as many as there are
+  // CPUs, up to 3: a record's columns go to 3 lanes), 1 decodes on the reader's thread.
+  unsigned threads = 0;
 };
 
 // Loads snapshot `index` (its records may be spread over the file). Problems with the data

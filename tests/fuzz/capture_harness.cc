@@ -21,6 +21,7 @@
 #include "snapshot/heap_snapshot.h"
 #include "snapshot/object_graph.h"
 #include "snapshot/reachability.h"
+#include "../graph/snapshot_compare.h"
 
 namespace heapsnap::fuzz {
 namespace {
@@ -56,8 +57,8 @@ MemFile &mem_file() {
 // Keeps the optimizer from dropping work whose result is otherwise unused.
 volatile uint64_t g_sink;
 
-// Every snapshot the capture lists (a few at most): what snapshots, unreachable, top-retainers and
-// dominators load and compute.
+// Every snapshot the capture lists (a few at most): each decoder's load compared (aborts on a
+// difference), then what snapshots, unreachable, top-retainers and dominators load and compute.
 void run_snapshots(const std::string &path) {
   std::string err;
   auto reader = capture::CaptureReader::open(path, &err);
@@ -65,6 +66,12 @@ void run_snapshots(const std::string &path) {
   std::vector<snapshot::SnapshotInfo> list = snapshot::list_snapshots(*reader);
   uint64_t sink = list.size();
   for (size_t i = 0; i < list.size() && i < 4; ++i) {
+    // The raw block/edge decoder, on one thread and on lanes, gives what libprotobuf's does.
+    snapshot::testing::DecodeComparison c = snapshot::testing::compare_decoders(path, list[i].index);
+    if (!c.difference.empty()) {
+      fprintf(stderr, "snapshot %u: %s\n", list[i].index, c.difference.c_str());
+      abort();
+    }
     auto r = capture::CaptureReader::open(path, &err);  // load_snapshot sets a record filter
     if (!r) abort();
     snapshot::HeapSnapshot s;

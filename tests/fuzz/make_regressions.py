@@ -120,6 +120,33 @@ def main():
     files["snapshot-blocks-after-edges"] = (
         process() + snapshot_begin(0) + snapshot_blocks(0, 0, 1, 0x1000) + snapshot_edges(0, 0, [0], [0], [])
         + snapshot_blocks(0, 1, 10, 0x2000) + snapshot_edges(0, 0, [5], [1], [-5]) + snapshot_end(0, 11))
+    # snapshot/load_snapshot.cc's raw block/edge decoder (snapshot/snapshot_columns.h), which the
+    # harness compares with the libprotobuf path on every snapshot: a column with an 11-byte varint
+    # and one whose last varint runs past it (libprotobuf refuses both records: skipped, so the
+    # next block record is out of order), then a capture whose columns come split in two chunks
+    # and unpacked (valid: left to libprotobuf), with raw edge records over three frames, interior
+    # edges, and a failing edge record after good ones.
+    eleven = b"\x81" * 10 + b"\x01"
+    bad_addr = field(1, 0, 0) + field(2, 2, eleven) + packed(3, [16]) + packed(4, [0], signed=True)
+    bad_addr += packed(5, [0]) + packed(6, [0]) + packed(7, [0])
+    cut_addr = field(1, 0, 0) + field(2, 2, b"\x81") + packed(3, [16]) + packed(4, [0], signed=True)
+    cut_addr += packed(5, [0]) + packed(6, [0]) + packed(7, [0])
+    files["snapshot-raw-overlong-varint"] = (
+        process() + snapshot_begin(0) + record(13, bad_addr) + record(13, cut_addr)
+        + snapshot_blocks(0, 0, 4, 0x1000) + snapshot_end(0, 4))
+    split = field(1, 0, 0) + packed(2, [0x1000, 64], signed=True) + packed(2, [64, 64], signed=True)
+    split += b"".join(field(3, 0, 16) for _ in range(4)) + packed(4, [0] * 4, signed=True)
+    split += packed(5, [0] * 4) + packed(6, [0] * 4) + packed(7, [0] * 4) + field(9, 0, 0)
+    frame = b"HSFRAME!"
+    def edges_interior(base, from_delta, count, to_delta, interior):
+        body = field(1, 0, 0) + packed(2, from_delta) + packed(3, count) + packed(4, to_delta, signed=True)
+        body += packed(5, interior) + packed(6, [8] * len(to_delta)) + field(7, 0, base)
+        return record(14, body)
+    files["snapshot-raw-split-columns-frames"] = (
+        process() + snapshot_begin(0) + record(13, split) + snapshot_blocks(0, 4, 8, 0x2000) + frame
+        + edges_interior(0, [0, 1], [2, 1], [1, 2, 1], [1]) + edges_interior(3, [0, 2], [1, 3], [-3, 1, 2, 3], [0, 2])
+        + frame + edges_interior(6, [0], [1], [1], []) + edges_interior(8, [1], [2], [1, 9], [])
+        + frame + snapshot_end(0, 12))
     for name, data in files.items():
         with open(os.path.join(out, name), "wb") as f:
             f.write(data)

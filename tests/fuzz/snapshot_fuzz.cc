@@ -3,6 +3,8 @@
 // stream into a valid capture, so mutations that copy, drop or reorder whole records, or change a
 // record's size, keep it well formed. Run through everything capture_records_fuzz runs plus every
 // snapshot's loading, memcheck classification, object graph and dominators.
+// Every snapshot is loaded by each block/edge decoder (raw, raw on lanes, libprotobuf) and the
+// results compared: a difference aborts.
 // Seeds: captures of tests/programs recorded with --snapshot-at-exit (scripts/fuzz makes them).
 #include <cstddef>
 #include <cstdint>

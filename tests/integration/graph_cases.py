@@ -3,8 +3,11 @@
   networkx    every idom of `export --format graph-json` equals networkx's immediate_dominators,
               on synthetic captures (random, heap-like, lists) and on a traced program's snapshot
   retainers   a traced program whose top retainer and its retained bytes are known exactly
+  decoders    the raw block/edge decoder (on one thread and on lanes) loads the same snapshots as
+              libprotobuf's, on captures of traced programs (every snapshot trigger they use) and
+              synthetic ones
 
-usage: graph_cases.py CASE --heapsnap BIN --synth BIN --programs DIR --workdir DIR   (77 = skip)
+usage: graph_cases.py CASE --heapsnap BIN --synth BIN --programs DIR --workdir DIR --decode-check BIN (77 = skip)
 """
 import json
 import os
@@ -112,5 +115,28 @@ def case_retainers(a):
     check(d["tree"][0]["retained_bytes"] == 500, "dominators: the heaviest group retains 500 bytes")
 
 
+def case_decoders(a):
+    paths = []
+    runs = [("patterns", ["--snapshot-at-exit", "--snapshot-before-destructors"], "snapshot_patterns", []),
+            ("edges", ["--snapshot-at-exit"], "snapshot_edges", ["merged"]),
+            ("pool", ["--snapshot-at-exit"], "snapshot_edges", ["static_pool"]),
+            ("types", ["--snapshot-at-exit", "--sample-bytes", "1"], "types_app_o2", [])]
+    for name, opts, prog, args in runs:
+        path = os.path.join(a.workdir, "decoders-%s.hsnap" % name)
+        if os.path.exists(path):
+            os.unlink(path)
+        run([a.heapsnap, "record", "-q", "-o", path] + opts + ["--", os.path.join(a.programs, prog)] + args)
+        paths.append(path)
+    for kind, n in (("heap", 300000), ("dlist", 20000)):
+        path = os.path.join(a.workdir, "decoders-%s.hsnap" % kind)
+        run([a.synth, str(n), kind, path])
+        paths.append(path)
+    r = subprocess.run([a.decode_check] + paths, capture_output=True, text=True, timeout=600)
+    print(r.stdout + r.stderr)
+    check(r.returncode == 0, "every snapshot of %d captures loads the same through each decoder" % len(paths))
+    for p in paths:
+        check((p + ": snapshot 0: decoders agree (loaded)") in r.stdout, "%s: snapshot 0 loads" % os.path.basename(p))
+
+
 if __name__ == "__main__":
-    casekit.main(globals(), ["--heapsnap", "--synth", "--programs"])
+    casekit.main(globals(), ["--heapsnap", "--synth", "--programs", "--decode-check"])

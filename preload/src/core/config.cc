@@ -142,6 +142,12 @@ bool read_config() {
     else if (strcmp(s, "check") == 0) config.unwinder = 2;   // unwind::kCheck
   }
   if (const char *s = getenv("HEAPSNAP_UNWIND_CHECK")) snprintf(config.unwind_check, sizeof(config.unwind_check), "%s", s);
+  // The snapshot child's scan threads (snapshot/child_threads.h); 1 scans on one thread as before.
+  config.snapshot_threads = 0;
+  if (const char *s = getenv("HEAPSNAP_SNAPSHOT_THREADS")) {
+    uint64_t v;
+    if (parse_u64(s, &v) && v >= 1 && v <= 64) config.snapshot_threads = uint32_t(v);
+  }
   config.zstd_level = kDefaultZstdLevel;
   config.zstd_level_given = false;
   if (const char *s = getenv("HEAPSNAP_ZSTD_LEVEL")) {

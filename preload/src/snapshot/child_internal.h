@@ -92,6 +92,7 @@ struct Child {
   struct TypeScan *types = nullptr;  // child_types.h
   const regs::Result *regs = nullptr;  // the threads' registers (scan_roots): their stacks' frames
   struct MemoryState *memory = nullptr;  // child_memory.h: the RSS breakdown between its two phases
+  uint32_t scan_threads = 1;  // the threads the block scan ran on
 };
 
 // What a mapping holds, for the root scan: nothing of the heap (a root); only blocks whose extent
@@ -198,6 +199,8 @@ void write_contents(Child &c);
 // --- child_scan.cc: edges and roots ------------------------------------------------------------
 uint64_t module_image_end(const Mapping &m);
 void scan_blocks(Child &c);
+// child_scan_parallel.cc: the same edges on several threads (child_threads.h).
+void scan_blocks_parallel(Child &c, uint32_t nthreads);
 void scan_roots(Child &c, const regs::Result &rr);
 void scan_registers(Child &c, const regs::Result &r);
 

@@ -18,6 +18,7 @@
 #include "core/private_heap.h"
 #include "snapshot/child_internal.h"
 #include "snapshot/child_memory.h"
+#include "snapshot/child_threads.h"
 #include "snapshot/child_types.h"
 
 namespace hs::snapshot::child {
@@ -175,7 +176,12 @@ uint64_t wait_for_go(int fd, uint64_t program_pid) {
   build_index(c);
   ph.mark("index");
   types_begin(c);  // (out of memory: the classes stay unknown)
-  scan_blocks(c);
+  if (uint32_t nthreads = threads::wanted(); nthreads > 1 && c.n && !c.error) {
+    c.scan_threads = nthreads;
+    scan_blocks_parallel(c, nthreads);
+  } else {
+    scan_blocks(c);
+  }
   types_flush(c);
   ph.mark("edges");
   scan_roots(c, *a.regs);

@@ -199,8 +199,9 @@ void write_contents(Child &c);
 // --- child_scan.cc: edges and roots ------------------------------------------------------------
 uint64_t module_image_end(const Mapping &m);
 void scan_blocks(Child &c);
-// child_scan_parallel.cc: the same edges on several threads (child_threads.h).
-void scan_blocks_parallel(Child &c, uint32_t nthreads);
+// child_scan_parallel.cc: the same edges on up to nthreads threads (child_threads.h). Returns
+// the threads that ran.
+uint32_t scan_blocks_parallel(Child &c, uint32_t nthreads);
 void scan_roots(Child &c, const regs::Result &rr);
 void scan_registers(Child &c, const regs::Result &r);
 

@@ -124,24 +124,20 @@ void work(void *arg, uint32_t k) {
 }  // namespace
 
 // (Declared in child_internal.h.) Used when threads::wanted() is more than one.
-void scan_blocks_parallel(Child &c, uint32_t nthreads) {
+uint32_t scan_blocks_parallel(Child &c, uint32_t nthreads) {
   auto *mem = static_cast<Scan *>(heap::alloc_zeroed(sizeof(Scan)));
   if (!mem) {
     c.error = "out of memory (edges)";
-    return;
+    return 1;
   }
   Scan &s = *new (mem) Scan(c);
   s.filter = types_filter(c);
   // (Room for a chunk per block at worst: the arena's untouched pages cost nothing.)
   s.bounds = static_cast<uint32_t *>(heap::alloc((size_t(c.n) + 2) * 4));
-  s.nslots = kSlotsPerThread * nthreads;
-  auto *slots = static_cast<Slot *>(heap::alloc_zeroed(size_t(s.nslots) * sizeof(Slot)));
-  if (!s.bounds || !slots) {
+  if (!s.bounds) {
     c.error = "out of memory (edges)";
-    return;
+    return 1;
   }
-  for (uint32_t i = 0; i < s.nslots; ++i) new (&slots[i]) Slot();
-  s.slots = slots;
   uint32_t i = 0;
   while (i < c.n) {
     s.bounds[s.nchunks++] = i;
@@ -150,7 +146,16 @@ void scan_blocks_parallel(Child &c, uint32_t nthreads) {
     while (i < end && bytes < kChunkBytes) bytes += c.size[i++];
   }
   s.bounds[s.nchunks] = c.n;
-  threads::run(nthreads, work, &s);
+  if (nthreads > s.nchunks) nthreads = s.nchunks ? s.nchunks : 1;  // (a thread without a chunk is no help)
+  s.nslots = kSlotsPerThread * nthreads;
+  auto *slots = static_cast<Slot *>(heap::alloc_zeroed(size_t(s.nslots) * sizeof(Slot)));
+  if (!slots) {
+    c.error = "out of memory (edges)";
+    return 1;
+  }
+  for (uint32_t k = 0; k < s.nslots; ++k) new (&slots[k]) Slot();
+  s.slots = slots;
+  return threads::run(nthreads, work, &s);
 }
 
 }  // namespace hs::snapshot::child

@@ -792,7 +792,7 @@ def case_threads_same_graph(a):
             views[threads] = {
                 # (roots and root_bytes count the ranges scanned, those without a pointer too: the
                 # tracer's own mappings, which its writer thread's timing decides, are among them)
-                "info": without(info, ("time_s", "pause_s", "scan_s", "total_s", "scan_threads", "label", "roots",
+                "info": without(info, ("time_s", "pause_s", "scan_s", "total_s", "cpu_s", "scan_threads", "label", "roots",
                                        "root_bytes")),
                 # (a block's time and a thread's id differ from run to run)
                 "blocks": [without(b, ("time_ms",)) for b in dump["block_list"]],

@@ -193,7 +193,12 @@ const char *module_of(const Child &c, long i, uint64_t *data_end);
 void mark_heap_mappings(Child &c);
 void build_index(Child &c);
 uint32_t search_block(const Child &c, uint64_t v);
-void write_blocks(Child &c);
+struct BlockColumns {
+  wire::Buf col[6];  // addresses, sizes, sites, stacks, sample ids, times
+  wire::Buf pools;
+};
+bool encode_block_record(const Child &c, uint32_t first, uint32_t last, BlockColumns &cols, wire::Buf &out);
+void write_blocks(Child &c, uint32_t nthreads);
 void write_contents(Child &c);
 
 // --- child_scan.cc: edges and roots ------------------------------------------------------------

@@ -171,14 +171,15 @@ uint64_t wait_for_go(int fd, uint64_t program_pid) {
     c.hi = c.addr[c.n - 1] + (c.size[c.n - 1] ? c.size[c.n - 1] : 1);
   }
   ph.mark("pools");
-  write_blocks(c);
+  const uint32_t nthreads = threads::wanted();
+  write_blocks(c, nthreads);
   ph.mark("blocks");
   if (config.snapshot_contents) write_contents(c);
   ph.mark("contents");
   build_index(c);
   ph.mark("index");
   types_begin(c);  // (out of memory: the classes stay unknown)
-  if (uint32_t nthreads = threads::wanted(); nthreads > 1 && c.n && !c.error) {
+  if (nthreads > 1 && c.n && !c.error) {
     c.scan_threads = scan_blocks_parallel(c, nthreads);
   } else {
     scan_blocks(c);

@@ -10,6 +10,7 @@
 
 #include "core/common.h"
 #include "core/config.h"
+#include "core/private_heap.h"
 
 namespace hs::snapshot::child::threads {
 namespace {
@@ -105,6 +106,59 @@ uint32_t run(uint32_t n, void (*fn)(void *, uint32_t), void *arg) {
       raw(SYS_futex, long(&starts[i].tid), FUTEX_WAIT, long(t), 0);  // (not _PRIVATE: the kernel's exit wake is shared)
 #endif
   return started + 1;
+}
+
+namespace {
+
+// Thread 0: consumes the chunks made since the last call, in order. True if it consumed any.
+bool consume_ready(Ordered &o) {
+  bool any = false;
+  for (uint32_t k = o.emitted.load(std::memory_order_relaxed); k < o.nchunks; ++k) {
+    if (o.done[k % o.nslots].load(std::memory_order_acquire) != k + 1) break;
+    o.consume(o.ctx, k, k % o.nslots);
+    o.emitted.store(k + 1, std::memory_order_release);
+    wake_all(o.emitted);
+    any = true;
+  }
+  return any;
+}
+
+// Thread 0 waits for the next chunk in order, consuming meanwhile.
+void consume_or_wait(Ordered &o) {
+  uint32_t seen = o.completed.load(std::memory_order_acquire);  // (before the check: no lost wake)
+  if (!consume_ready(o)) wait_while(o.completed, seen);
+}
+
+void ordered_thread(void *arg, uint32_t t) {
+  Ordered &o = *static_cast<Ordered *>(arg);
+  const bool consumer = t == 0;
+  for (;;) {
+    if (consumer) consume_ready(o);
+    uint32_t k = o.next.fetch_add(1, std::memory_order_relaxed);
+    if (k >= o.nchunks) break;
+    // Chunk k's slot is free once chunk k - nslots is consumed.
+    for (uint32_t e; k >= (e = o.emitted.load(std::memory_order_acquire)) + o.nslots;) {
+      if (consumer) consume_or_wait(o);
+      else wait_while(o.emitted, e);
+    }
+    o.produce(o.ctx, k, k % o.nslots, t);
+    o.done[k % o.nslots].store(k + 1, std::memory_order_release);
+    o.completed.fetch_add(1, std::memory_order_release);
+    wake_all(o.completed);
+  }
+  if (consumer)
+    while (o.emitted.load(std::memory_order_relaxed) < o.nchunks) consume_or_wait(o);
+}
+
+}  // namespace
+
+uint32_t ordered(Ordered &o, uint32_t n, bool (*slots)(void *ctx, uint32_t nslots)) {
+  if (n > o.nchunks) n = o.nchunks ? o.nchunks : 1;  // (a thread without a chunk is no help)
+  if (n > 64) n = 64;
+  o.nslots = kSlotsPerThread * n;
+  o.done = static_cast<std::atomic<uint32_t> *>(heap::alloc_zeroed(size_t(o.nslots) * sizeof(std::atomic<uint32_t>)));
+  if (!o.done || !slots(o.ctx, o.nslots)) return 0;
+  return run(n, ordered_thread, &o);
 }
 
 }  // namespace hs::snapshot::child::threads

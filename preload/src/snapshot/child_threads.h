@@ -40,4 +40,28 @@ uint32_t run(uint32_t n, void (*fn)(void *arg, uint32_t k), void *arg);
 void wait_while(const std::atomic<uint32_t> &word, uint32_t value);
 void wake_all(const std::atomic<uint32_t> &word);
 
+// Chunks made on several threads, used in order on the first: each thread claims the next chunk
+// (an atomic counter: one that gets less CPU claims fewer) and makes it into a slot of its own;
+// thread 0 makes chunks too and, between them, consumes the finished ones in chunk order (it
+// alone writes the snapshot's output: its order, and so the capture, never depends on the thread
+// count or on timing). A ring of kSlotsPerThread slots per thread bounds the memory held: a thread
+// waits for the consumer when it would run more than that ahead.
+constexpr uint32_t kSlotsPerThread = 4;
+struct Ordered {
+  void *ctx = nullptr;
+  // Chunk `chunk` into slot `slot` (< nslots), on thread `thread` (< the threads run).
+  void (*produce)(void *ctx, uint32_t chunk, uint32_t slot, uint32_t thread) = nullptr;
+  void (*consume)(void *ctx, uint32_t chunk, uint32_t slot) = nullptr;  // thread 0, in order
+  uint32_t nchunks = 0;
+  uint32_t nslots = 0;  // set by ordered(): kSlotsPerThread x threads
+  std::atomic<uint32_t> next{0};       // the next chunk to claim
+  std::atomic<uint32_t> emitted{0};    // chunks consumed (written by thread 0 only)
+  std::atomic<uint32_t> completed{0};  // chunks made (thread 0 waits on it)
+  std::atomic<uint32_t> *done = nullptr;  // per slot: its chunk number + 1 once made
+};
+// Sets o.nslots to kSlotsPerThread x the threads it will use (at most n, at most o.nchunks),
+// calls slots(ctx, o.nslots) to let the caller make them (false: out of memory, nothing runs),
+// then runs the chunks. Returns the threads that ran, 0 when out of memory.
+uint32_t ordered(Ordered &o, uint32_t n, bool (*slots)(void *ctx, uint32_t nslots));
+
 }  // namespace hs::snapshot::child::threads

@@ -44,6 +44,8 @@ json info_json(const snapshot::SnapshotInfo &s) {
   j["root_bytes"] = s.end.root_bytes();
   j["pause_s"] = double(s.pause_ns) / 1e9;
   j["scan_s"] = double(s.end.scan_ns()) / 1e9;
+  j["scan_threads"] = s.end.scan_threads() ? s.end.scan_threads() : 1;
+  if (s.end.cpu_ns()) j["cpu_s"] = double(s.end.cpu_ns()) / 1e9;
   j["total_s"] = double(s.end.total_ns()) / 1e9;
   j["skipped_blocks"] = s.end.skipped_blocks();
   j["complete"] = s.have_begin && s.have_end && s.end.complete();

@@ -42,7 +42,9 @@ int main(int argc, char **argv) {
       "  HEAPSNAP_CACHE_DIR  where queries keep inflated copies of compressed debug files, in\n"
       "                    HEAPSNAP_CACHE_DIR/debug (default $XDG_CACHE_HOME/heapsnap, else\n"
       "                    ~/.cache/heapsnap; at most 2 GiB, least recently used go first); empty or\n"
-      "                    \"off\": no cache");
+      "                    \"off\": no cache\n"
+      "  HEAPSNAP_SNAPSHOT_THREADS  threads a heap snapshot's scan runs on, 1 to 64 (default: the CPUs\n"
+      "                    the program may use, at most 8; record passes it on to the program)");
   app.version_flag("--version", std::string("heapsnap ") + HEAPSNAP_VERSION);
   app.require_subcommand(1);
   app.fallthrough(false);

@@ -754,5 +754,69 @@ def case_types(a):
               "%s: the vtable-typed blocks are exactly those (%d typed in all)" % (build, t["typed_blocks"]))
 
 
+def case_threads_same_graph(a):
+    """The snapshot child's block scan on 2 and 3 threads (HEAPSNAP_SNAPSHOT_THREADS) gives the
+    graph of the scan on one: the same blocks, edges (offsets, interior or not), roots, types,
+    dominators and retained sizes, for a heap of many scan chunks (mesh, 40 MB), polymorphic
+    objects (types_app) and the exact heap (snapshot_patterns). Each program runs without address
+    randomisation (setarch -R) so that its runs lay out the same heap; the environment differs
+    only by the digit of the thread count, and every allocation is sampled."""
+    if shutil.which("setarch") is None or run(["setarch", "-R", "true"]).returncode != 0:
+        print("SKIP: setarch -R (a run without address randomisation) is not available here")
+        sys.exit(77)
+    programs = [("mesh", [edges(a), "mesh"]), ("types", [os.path.join(a.programs, "types_app_o2")]),
+                ("patterns", [os.path.join(a.programs, "snapshot_patterns")])]
+
+    def without(d, keys):
+        return {k: v for k, v in d.items() if k not in keys}
+
+    for name, argv in programs:
+        views = {}
+        for threads in ("1", "2", "3"):
+            out = os.path.join(a.workdir, "threads-%s-%s.hsnap" % (name, threads))
+            if os.path.exists(out):
+                os.unlink(out)
+            # (Every allocation sampled: which blocks carry a stack is then no chance either.)
+            r = run(["setarch", "-R", a.heapsnap, "record", "-q", "-o", out, "--sample-bytes", "1", "--snapshot-at-exit",
+                     "--", *argv],
+                    env=dict(os.environ, HEAPSNAP_SNAPSHOT_THREADS=threads))
+            check(r.returncode == 0, "%s with %s scan threads runs (%s)" % (name, threads, r.stderr))
+            info = hsnap_json(a, "snapshots", "--json", out)["snapshots"][-1]
+            check(info["complete"], "%s, %s threads: the snapshot is complete (%s)" % (name, threads, info))
+            dump = hsnap_json(a, "snapshots", "--dump", str(info["index"]), out)
+            graph_path = out + ".graph.json"
+            g = run([a.heapsnap, "export", "--format", "graph-json", "-o", graph_path, out])
+            check(g.returncode == 0, "graph-json export (%s)" % g.stderr)
+            with open(graph_path) as f:
+                graph = json.load(f)
+            views[threads] = {
+                # (roots and root_bytes count the ranges scanned, those without a pointer too: the
+                # tracer's own mappings, which its writer thread's timing decides, are among them)
+                "info": without(info, ("time_s", "pause_s", "scan_s", "total_s", "cpu_s", "scan_threads", "label", "roots",
+                                       "root_bytes")),
+                # (a block's time and a thread's id differ from run to run)
+                "blocks": [without(b, ("time_ms",)) for b in dump["block_list"]],
+                # (a register root is a copy in the tracer's memory, named by the thread's id)
+                "roots": [without(x, ("detail", "start", "name") if x["kind"] == "registers" else ("detail",))
+                          for x in dump["root_list"]],
+                "graph": graph,
+                "types": hsnap_json(a, "types", "--json", "-n", "1000", out)["types"],
+                "unreachable": without(hsnap_json(a, "unreachable", "--json", out), ("file",)),
+                "threads": info["scan_threads"],
+            }
+        one = views["1"]
+        check(one["threads"] == 1, "%s: HEAPSNAP_SNAPSHOT_THREADS=1 scans on one thread (%s)" % (name, one["threads"]))
+        print(name, "blocks", len(one["blocks"]), "edges", one["info"]["edges"], "bytes", one["info"]["bytes"],
+              "threads", {t: v["threads"] for t, v in views.items()})
+        if name == "mesh":
+            check(one["info"]["bytes"] > 20 * 2 ** 20 and one["info"]["edges"] > 200000,
+                  "mesh: a heap of many 2 MiB scan chunks, with edges (%s)" % one["info"])
+            for t in ("2", "3"):
+                check(views[t]["threads"] == int(t), "mesh: %s threads scanned (%s)" % (t, views[t]["threads"]))
+        for t in ("2", "3"):
+            for part in ("info", "blocks", "roots", "graph", "types", "unreachable"):
+                check(views[t][part] == one[part], "%s: %s with %s threads as with one" % (name, part, t))
+
+
 if __name__ == "__main__":
     casekit.main(globals(), ["--heapsnap", "--programs"])

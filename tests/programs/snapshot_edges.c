@@ -28,6 +28,10 @@
 //                 leak_slowly, all held by a global list: the heap grows steadily to 42 MB.
 //   big_array     one malloc'd array of 100,000 pointers, each to a block of 100 bytes, held by a
 //                 global: every block is reachable through the array.
+//   mesh          200,000 blocks of 16..400 bytes (about 40 MB, many of the snapshot scan's chunks),
+//                 each holding 0..3 pointers to other blocks (to their start, inside them, or the
+//                 same one twice in a row) from a fixed pseudo-random sequence; a global holds
+//                 every 500th: chains, shared parts, and lost ones. The same graph every run.
 //   static_pool   2,500 malloc blocks held by a global array, and a client-API pool whose arena
 //                 is a static array in the same .bss, holding 10 objects (the global holds them).
 //   tls           a block held only by a __thread pointer of the main thread (its static TLS
@@ -319,6 +323,38 @@ static int big_array(void) {
   return 0;
 }
 
+void **g_mesh_roots;
+
+static int mesh(void) {
+  const int n = 200000;
+  char **b = malloc(n * sizeof(char *));
+  size_t *size = malloc(n * sizeof(size_t));
+  uint64_t x = 88172645463325252ull;
+#define MESH_NEXT() (x ^= x << 13, x ^= x >> 7, x ^= x << 17, x)
+  for (int i = 0; i < n; i++) {
+    size[i] = 16 + MESH_NEXT() % 385;
+    b[i] = calloc(1, size[i]);
+  }
+  for (int i = 0; i < n; i++) {
+    size_t words = size[i] / 8;
+    int links = (int)(MESH_NEXT() % 4);
+    for (int l = 0; l < links; l++) {
+      int t = (int)(MESH_NEXT() % n);
+      size_t at = MESH_NEXT() % words;
+      uint64_t how = MESH_NEXT() % 4;
+      char *target = b[t] + (how == 1 ? 8 * (MESH_NEXT() % (size[t] / 8)) : 0);  // 1: inside it
+      ((char **)b[i])[at] = target;
+      if (how == 2 && at + 1 < words) ((char **)b[i])[at + 1] = target;  // twice in a row: one edge
+    }
+  }
+#undef MESH_NEXT
+  g_mesh_roots = malloc((n / 500) * sizeof(void *));
+  for (int i = 0; i < n / 500; i++) g_mesh_roots[i] = b[i * 500];
+  free(b);
+  free(size);
+  return 0;
+}
+
 void *g_keep[3000];  // not static: the compiler may not drop stores it cannot see read
 char g_arena[1 << 16];
 
@@ -429,6 +465,7 @@ int main(int argc, char **argv) {
   if (!strcmp(m, "threads_threshold")) return threads_threshold();
   if (!strcmp(m, "grow")) return grow();
   if (!strcmp(m, "big_array")) return big_array();
+  if (!strcmp(m, "mesh")) return mesh();
   if (!strcmp(m, "static_pool")) return static_pool();
   if (!strcmp(m, "requests") && argc > 2) return requests(atoi(argv[2]));
   if (!strcmp(m, "tls")) return tls();

@@ -145,6 +145,12 @@ bool read_config() {
   config.test_child_handshake[0] = 0;
   if (const char *s = getenv("HEAPSNAP_TEST_CHILD_HANDSHAKE"); s && strlen(s) < sizeof(config.test_child_handshake) - 16)
     strcpy(config.test_child_handshake, s);
+  // The snapshot child's scan threads (snapshot/child_threads.h); 1 scans on one thread as before.
+  config.snapshot_threads = 0;
+  if (const char *s = getenv("HEAPSNAP_SNAPSHOT_THREADS")) {
+    uint64_t v;
+    if (parse_u64(s, &v) && v >= 1 && v <= 64) config.snapshot_threads = uint32_t(v);
+  }
   config.zstd_level = kDefaultZstdLevel;
   config.zstd_level_given = false;
   if (const char *s = getenv("HEAPSNAP_ZSTD_LEVEL")) {

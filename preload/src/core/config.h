@@ -39,6 +39,7 @@ struct Config {
   uint32_t snapshot_growth_pct;    // --snapshot-on-growth PCT%
   uint32_t snapshot_max;      // cap on snapshots per process
   bool snapshot_contents;     // keep raw block bytes
+  uint32_t snapshot_threads;  // HEAPSNAP_SNAPSHOT_THREADS: the child's scan threads (0 = the usable CPUs, at most 8)
   bool snapshot_client;       // heapsnap_snapshot() requests are honoured
 };
 

@@ -30,16 +30,20 @@ bool loaded;
 // instance, and its segments hold the program's blocks as well as the tracer's.
 bool shared;
 
-// Child arena: each allocation is preceded by its size, so grow() can copy.
+// Child arena: each allocation is preceded by its size, so grow() can copy. The snapshot child's
+// scan threads (child_threads.h) allocate from it at once: one atomic add claims the room, no
+// lock (a thread holding one could not be waited for by the others without a futex of its own).
 bool g_child = false;
 uint8_t *g_arena = nullptr;
-size_t g_arena_used = 0, g_arena_size = 0;
+size_t g_arena_size = 0;
+std::atomic<size_t> g_arena_used{0};
 
 void *arena_alloc(size_t n) {
+  if (n > g_arena_size) return nullptr;
   size_t need = (n + 8 + 15) & ~size_t(15);
-  if (g_arena_used + need > g_arena_size) return nullptr;
-  uint8_t *p = g_arena + g_arena_used;
-  g_arena_used += need;
+  size_t at = g_arena_used.fetch_add(need, std::memory_order_relaxed);
+  if (at + need > g_arena_size) return nullptr;  // (the room stays claimed: later calls fail too)
+  uint8_t *p = g_arena + at;
   memcpy(p, &n, 8);
   return p + 8;  // fresh anonymous memory: already zero
 }
@@ -53,7 +57,7 @@ bool switch_to_child_arena(size_t bytes, uint64_t *lo, uint64_t *hi) {
   *hi = *lo + bytes;
   g_arena = static_cast<uint8_t *>(m);
   g_arena_size = bytes;
-  g_arena_used = 0;
+  g_arena_used.store(0, std::memory_order_relaxed);
   g_child = true;
   return true;
 }

@@ -11,6 +11,7 @@
 #include <cstring>
 
 #include "core/private_heap.h"
+#include "snapshot/child_threads.h"
 #include "tables/call_sites.h"
 #include "tables/info_shadow.h"
 #include "tables/pools.h"
@@ -380,69 +381,135 @@ HS_NOINLINE uint32_t search_block(const Child &c, uint64_t v) {
   return l;  // number of blocks starting at or before v
 }
 
-// Block records, kBlocksPerRecord blocks each: every column in one pass over the blocks.
-void write_blocks(Child &c) {
-  wire::Buf col[6];  // addresses, sizes, sites, stacks, sample ids, times
-  wire::Buf pools;
+// One block record: blocks [first, last), every column in one pass over them, into out (cols:
+// the columns' buffers, reused). False when out of memory. Reads only the frozen image and the
+// tracer's tables, lock-free (info_shadow, call_sites, sampled_blocks::peek): no thread-local
+// state, so that a scan thread may run it (child_threads.h).
+bool encode_block_record(const Child &c, uint32_t first, uint32_t last, BlockColumns &cols, wire::Buf &out) {
+  wire::Buf *col = cols.col;
+  wire::Buf &pools = cols.pools;
+  for (int k = 0; k < 6; ++k) {
+    col[k].clear();
+    if (!col[k].reserve(size_t(last - first) * 10)) return false;
+  }
+  pools.clear();
+  uint8_t *p[6];
+  for (int k = 0; k < 6; ++k) p[k] = col[k].data();
+  uint64_t prev = 0, prev_site = 0;
+  uint32_t site_index = 0;
+  uint64_t site_address = 0;  // of site_index (most blocks in a row share their call site)
+  for (uint32_t i = first; i < last; ++i) {
+    uint64_t a = c.addr[i];
+    if (i + 16 < last) __builtin_prefetch(info::slot(reinterpret_cast<void *>(c.addr[i + 16]), false));
+    p[0] = wire::put_varint(p[0], wire::zigzag(int64_t(a - prev)));
+    prev = a;
+    p[1] = wire::put_varint(p[1], c.size[i]);
+    uint64_t site, stack = 0, id = 0, time_ms;
+    if (HS_UNLIKELY(c.pool_obj != nullptr) && c.pool_obj[i] != UINT32_MAX) {
+      const Child::PoolObj &o = c.objs[c.pool_obj[i]];
+      site = call_sites::address(o.site);
+      stack = o.stack;
+      id = o.id;
+      time_ms = o.time_ms;
+    } else {
+      // Call site and time from the live-block table, sample identity from the sampled set.
+      const uint64_t *slot = info::slot(reinterpret_cast<void *>(a), false);
+      uint64_t e = slot ? *slot : 0;
+      if (info::site_of(e) != site_index) {
+        site_index = info::site_of(e);
+        site_address = call_sites::address(site_index);
+      }
+      site = site_address;
+      time_ms = info::time_ms_of(e);
+      if (HS_UNLIKELY(c.sampled[i >> 6] >> (i & 63) & 1)) {
+        sampled_blocks::Name name{0, 0};
+        sampled_blocks::peek(reinterpret_cast<void *>(a), &name);
+        stack = name.stack;
+        id = name.id;
+      }
+    }
+    p[2] = wire::put_varint(p[2], wire::zigzag(int64_t(site - prev_site)));
+    prev_site = site;
+    p[3] = wire::put_varint(p[3], stack);
+    p[4] = wire::put_varint(p[4], id);
+    p[5] = wire::put_varint(p[5], time_ms);
+    if (HS_UNLIKELY(c.nobjs)) pools.varint(c.pool_obj[i] != UINT32_MAX ? c.objs[c.pool_obj[i]].pool : 0);
+  }
+  wire::RecordMark m = wire::begin_record(out, wire::kSnapshotBlocks);
+  out.u64(1, c.index);
+  for (int k = 0; k < 6; ++k) {
+    size_t len = size_t(p[k] - col[k].data());
+    out.len(uint32_t(2 + k), col[k].data(), len);
+  }
+  if (c.nobjs) out.len(8, pools.data(), pools.size());
+  out.u64(9, first);
+  wire::end_record(out, m);
+  return !pools.failed() && !out.failed();
+}
+
+namespace {
+
+// The block records on several threads: a record is a chunk (threads::ordered), the same bytes
+// as on one thread (each record's deltas start afresh).
+struct BlockWork {
+  Child *c;
+  struct Slot {
+    BlockColumns cols;
+    wire::Buf out;
+    bool ok;
+  } *slots;
+};
+
+bool make_block_slots(void *ctx, uint32_t n) {
+  BlockWork &w = *static_cast<BlockWork *>(ctx);
+  w.slots = static_cast<BlockWork::Slot *>(heap::alloc_zeroed(size_t(n) * sizeof(BlockWork::Slot)));
+  if (!w.slots) return false;
+  for (uint32_t k = 0; k < n; ++k) new (&w.slots[k]) BlockWork::Slot();
+  return true;
+}
+
+void encode_chunk(void *ctx, uint32_t k, uint32_t slot, uint32_t) {
+  BlockWork &w = *static_cast<BlockWork *>(ctx);
+  const Child &c = *w.c;
+  BlockWork::Slot &s = w.slots[slot];
+  uint32_t first = k * kBlocksPerRecord, last = c.n - first > kBlocksPerRecord ? first + kBlocksPerRecord : c.n;
+  s.out.clear();
+  s.ok = encode_block_record(c, first, last, s.cols, s.out);
+}
+
+void write_chunk(void *ctx, uint32_t, uint32_t slot) {
+  BlockWork &w = *static_cast<BlockWork *>(ctx);
+  Child &c = *w.c;
+  BlockWork::Slot &s = w.slots[slot];
+  if (!s.ok && !c.error) c.error = "out of memory (blocks)";
+  if (c.error) return;
+  c.out.bytes(s.out.data(), s.out.size());
+  flush_frame(c, false);
+}
+
+}  // namespace
+
+// Block records, kBlocksPerRecord blocks each, on up to nthreads threads.
+void write_blocks(Child &c, uint32_t nthreads) {
+  uint32_t records = uint32_t((uint64_t(c.n) + kBlocksPerRecord - 1) / kBlocksPerRecord);
+  if (nthreads > 1 && records > 1) {
+    auto *w = static_cast<BlockWork *>(heap::alloc_zeroed(sizeof(BlockWork)));
+    auto *o = static_cast<threads::Ordered *>(heap::alloc_zeroed(sizeof(threads::Ordered)));
+    if (w && o) {
+      new (o) threads::Ordered();
+      w->c = &c;
+      o->ctx = w;
+      o->nchunks = records;
+      o->produce = encode_chunk;
+      o->consume = write_chunk;
+      if (!threads::ordered(*o, nthreads, make_block_slots)) c.error = "out of memory (blocks)";
+      return;
+    }
+  }
+  BlockColumns cols;
   for (uint32_t first = 0; first < c.n && !c.error; first += kBlocksPerRecord) {
     uint32_t last = first + kBlocksPerRecord < c.n ? first + kBlocksPerRecord : c.n;
-    for (wire::Buf &b : col) {
-      b.clear();
-      if (!b.reserve(size_t(last - first) * 10)) c.error = "out of memory (blocks)";
-    }
-    if (c.error) return;
-    pools.clear();
-    uint8_t *p[6];
-    for (int k = 0; k < 6; ++k) p[k] = col[k].data();
-    uint64_t prev = 0, prev_site = 0;
-    uint32_t site_index = 0;
-    uint64_t site_address = 0;  // of site_index (most blocks in a row share their call site)
-    for (uint32_t i = first; i < last; ++i) {
-      uint64_t a = c.addr[i];
-      if (i + 16 < last) __builtin_prefetch(info::slot(reinterpret_cast<void *>(c.addr[i + 16]), false));
-      p[0] = wire::put_varint(p[0], wire::zigzag(int64_t(a - prev)));
-      prev = a;
-      p[1] = wire::put_varint(p[1], c.size[i]);
-      uint64_t site, stack = 0, id = 0, time_ms;
-      if (HS_UNLIKELY(c.pool_obj != nullptr) && c.pool_obj[i] != UINT32_MAX) {
-        const Child::PoolObj &o = c.objs[c.pool_obj[i]];
-        site = call_sites::address(o.site);
-        stack = o.stack;
-        id = o.id;
-        time_ms = o.time_ms;
-      } else {
-        // Call site and time from the live-block table, sample identity from the sampled set.
-        const uint64_t *slot = info::slot(reinterpret_cast<void *>(a), false);
-        uint64_t e = slot ? *slot : 0;
-        if (info::site_of(e) != site_index) {
-          site_index = info::site_of(e);
-          site_address = call_sites::address(site_index);
-        }
-        site = site_address;
-        time_ms = info::time_ms_of(e);
-        if (HS_UNLIKELY(c.sampled[i >> 6] >> (i & 63) & 1)) {
-          sampled_blocks::Name name{0, 0};
-          sampled_blocks::peek(reinterpret_cast<void *>(a), &name);
-          stack = name.stack;
-          id = name.id;
-        }
-      }
-      p[2] = wire::put_varint(p[2], wire::zigzag(int64_t(site - prev_site)));
-      prev_site = site;
-      p[3] = wire::put_varint(p[3], stack);
-      p[4] = wire::put_varint(p[4], id);
-      p[5] = wire::put_varint(p[5], time_ms);
-      if (HS_UNLIKELY(c.nobjs)) pools.varint(c.pool_obj[i] != UINT32_MAX ? c.objs[c.pool_obj[i]].pool : 0);
-    }
-    wire::RecordMark m = wire::begin_record(c.out, wire::kSnapshotBlocks);
-    c.out.u64(1, c.index);
-    for (int k = 0; k < 6; ++k) {
-      size_t len = size_t(p[k] - col[k].data());
-      c.out.len(uint32_t(2 + k), col[k].data(), len);
-    }
-    if (c.nobjs) c.out.len(8, pools.data(), pools.size());
-    c.out.u64(9, first);
-    wire::end_record(c.out, m);
+    if (!encode_block_record(c, first, last, cols, c.out)) c.error = "out of memory (blocks)";
     flush_frame(c, false);
   }
 }

@@ -97,6 +97,7 @@ struct Child {
   struct TypeScan *types = nullptr;  // child_types.h
   const regs::Result *regs = nullptr;  // the threads' registers (scan_roots): their stacks' frames
   struct MemoryState *memory = nullptr;  // child_memory.h: the RSS breakdown between its two phases
+  uint32_t scan_threads = 1;  // the threads the block scan ran on
 };
 
 // What a mapping holds, for the root scan: nothing of the heap (a root); only blocks whose extent
@@ -197,12 +198,20 @@ const char *module_of(const Child &c, long i, uint64_t *data_end);
 void mark_heap_mappings(Child &c);
 void build_index(Child &c);
 uint32_t search_block(const Child &c, uint64_t v);
-void write_blocks(Child &c);
+struct BlockColumns {
+  wire::Buf col[6];  // addresses, sizes, sites, stacks, sample ids, times
+  wire::Buf pools;
+};
+bool encode_block_record(const Child &c, uint32_t first, uint32_t last, BlockColumns &cols, wire::Buf &out);
+void write_blocks(Child &c, uint32_t nthreads);
 void write_contents(Child &c);
 
 // --- child_scan.cc: edges and roots ------------------------------------------------------------
 uint64_t module_image_end(const Mapping &m);
 void scan_blocks(Child &c);
+// child_scan_parallel.cc: the same edges on up to nthreads threads (child_threads.h). Returns
+// the threads that ran.
+uint32_t scan_blocks_parallel(Child &c, uint32_t nthreads);
 void scan_roots(Child &c, const regs::Result &rr);
 void scan_registers(Child &c, const regs::Result &r);
 

@@ -18,6 +18,7 @@
 #include "core/private_heap.h"
 #include "snapshot/child_internal.h"
 #include "snapshot/child_memory.h"
+#include "snapshot/child_threads.h"
 #include "snapshot/child_types.h"
 
 namespace hs::snapshot::child {
@@ -40,9 +41,11 @@ struct Phases {
     wall[n] = mono_ns();
     cpu[n++] = cpu_ns();
   }
-  void print(uint64_t t0) const {
+  void print(uint64_t t0, uint32_t threads) const {
     char msg[1024];
-    size_t len = size_t(snprintf(msg, sizeof(msg), "heapsnap: snapshot child, ms wall/cpu:"));
+    // (cpu: the child's first thread only; the edges' other threads are not counted)
+    size_t len = size_t(snprintf(msg, sizeof(msg), "heapsnap: snapshot child, %u scan thread%s, ms wall/cpu:", threads,
+                                 threads == 1 ? "" : "s"));
     for (int i = 0; i < n && len < sizeof(msg); ++i) {
       uint64_t w = wall[i] - (i ? wall[i - 1] : t0), c = i ? cpu[i] - cpu[i - 1] : 0;
       len += size_t(snprintf(msg + len, sizeof(msg) - len, " %s %lu.%lu/%lu.%lu", name[i], (unsigned long)(w / 1000000),
@@ -168,14 +171,19 @@ uint64_t wait_for_go(int fd, uint64_t program_pid) {
     c.hi = c.addr[c.n - 1] + (c.size[c.n - 1] ? c.size[c.n - 1] : 1);
   }
   ph.mark("pools");
-  write_blocks(c);
+  const uint32_t nthreads = threads::wanted();
+  write_blocks(c, nthreads);
   ph.mark("blocks");
   if (config.snapshot_contents) write_contents(c);
   ph.mark("contents");
   build_index(c);
   ph.mark("index");
   types_begin(c);  // (out of memory: the classes stay unknown)
-  scan_blocks(c);
+  if (nthreads > 1 && c.n && !c.error) {
+    c.scan_threads = scan_blocks_parallel(c, nthreads);
+  } else {
+    scan_blocks(c);
+  }
   types_flush(c);
   ph.mark("edges");
   scan_roots(c, *a.regs);
@@ -197,10 +205,13 @@ uint64_t wait_for_go(int fd, uint64_t program_pid) {
   c.out.u64(11, c.root_bytes);
   c.out.u64(12, c.skipped);
   c.out.u64(13, c.interior);
+  c.out.u64(14, c.scan_threads);
+  timespec cpu;  // (the child's threads together: a figure a loaded machine does not inflate as it does wall time)
+  if (clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &cpu) == 0) c.out.u64(15, uint64_t(cpu.tv_sec) * 1000000000ull + uint64_t(cpu.tv_nsec));
   wire::end_record(c.out, m);
   flush_frame(c, true);
   ph.mark("end");
-  if (config.debug) ph.print(c.t0);
+  if (config.debug) ph.print(c.t0, c.scan_threads);
   child_exit(c.error ? 4 : 0);
 }
 

@@ -16,99 +16,24 @@
 
 #include "core/thread_state.h"
 #include "sampling/frame_rules.h"
+#include "snapshot/child_edges.h"
 #include "snapshot/child_types.h"
 
 namespace hs::snapshot::child {
 
-struct EdgeRecord {
-  wire::Buf from, count, to, interior, offset;
-  uint32_t base = 0, prev_source = 0, edges = 0, prev_interior = 0;
-  bool open = false;
-};
-
-void edge_record_flush(Child &c, EdgeRecord &e) {
-  if (!e.open) return;
-  wire::RecordMark m = wire::begin_record(c.out, wire::kSnapshotEdges);
-  c.out.u64(1, c.index);
-  c.out.len(2, e.from.data(), e.from.size());
-  c.out.len(3, e.count.data(), e.count.size());
-  c.out.len(4, e.to.data(), e.to.size());
-  if (e.interior.size()) c.out.len(5, e.interior.data(), e.interior.size());
-  c.out.len(6, e.offset.data(), e.offset.size());
-  c.out.u64(7, e.base);
-  wire::end_record(c.out, m);
-  e.from.clear();
-  e.count.clear();
-  e.to.clear();
-  e.interior.clear();
-  e.offset.clear();
-  e.open = false;
-  e.edges = 0;
-  flush_frame(c, false);
-}
-
-// Appends block i's edges to the open edge record.
-// A block's edges go straight into the record's columns as the scan finds them; its source and
-// count follow once the block is done (they are columns of their own). A record is only cut
-// between blocks: the reader wants each block's edges in one group, sources increasing.
-HS_INLINE void edge_add(Child &c, EdgeRecord &e, uint32_t i, uint32_t target, uint64_t offset, bool interior) {
-  if (!e.open) {
-    e.open = true;
-    e.base = i;
-    e.prev_source = i;
-    e.prev_interior = 0;
-  }
-  e.to.varint(wire::zigzag(int64_t(target) - int64_t(i)));
-  e.offset.varint(offset);
-  if (interior) {
-    e.interior.varint(e.edges - e.prev_interior);
-    e.prev_interior = e.edges;
-    ++c.interior;
-  }
-  ++e.edges;
-}
-
-HS_INLINE void edge_end_block(Child &c, EdgeRecord &e, uint32_t i, uint32_t k) {
-  e.from.varint(i - e.prev_source);
-  e.prev_source = i;
-  e.count.varint(k);
-  c.edges += k;
-  if (e.edges >= kEdgesPerRecord) edge_record_flush(c, e);
-}
-
+// The blocks' edges on one thread (HEAPSNAP_SNAPSHOT_THREADS=1; child_scan_parallel.cc for more):
+// each record compressed as soon as it is full, the types noted as the scan meets them.
 HS_POPCNT_CLONES void scan_blocks(Child &c) {
   EdgeRecord e;
-  // Every pointer run of a block is an edge (a 60,000-entry pointer array has 60,000): a cap of
-  // 4096 made the rest of a big array's targets look lost. This one only keeps one block's group
-  // well inside a record the reader takes (16 Mi edges, about 100 MB of columns).
-  constexpr uint32_t kMaxEdgesPerBlock = 1u << 24;
-  const uint64_t lo = c.lo, span = c.hi - c.lo;
-  // Under glibc, a block's own chunk address (16 bytes before it) is never the program's pointer:
-  // a word holding it is what glibc left in the memory when it was a free chunk (a large bin's
-  // fd_nextsize / bk_nextsize of a chunk alone in its size class point at the chunk itself), and it
-  // falls in the block before, whose last 8 bytes overlap the chunk's header: a leaked block would
-  // hold its leaked neighbour "indirectly" (memcheck, on fresh memory, sees neither).
-  const uint64_t own_chunk = usable::g_glibc_layout ? 16 : 0;
-  for (uint32_t i = 0; i < c.n && !c.error; ++i) {
-    uint64_t a = c.addr[i];
-    uint64_t words = c.size[i] / 8;
-    uint32_t k = 0, last = UINT32_MAX;
-    const uint64_t *w = reinterpret_cast<const uint64_t *>(a);
-    if (words) type_note(c, i, w[0]);  // a polymorphic object's vtable pointer (child_types.h)
-    for (uint64_t j = 0; j < words; ++j) {
-      uint64_t v = w[j];
-      if (v - lo >= span) continue;
-      bool interior = false;
-      uint32_t t = lookup(c, v, &interior);
-      if (t == UINT32_MAX || t == last) continue;  // the same block twice in a row: one edge
-      if (HS_UNLIKELY(v == a - own_chunk) && own_chunk) continue;
-      last = t;
-      edge_add(c, e, i, t, j * 8 > 0xffffffffu ? 0xffffffffu : j * 8, interior);
-      if (++k == kMaxEdgesPerBlock) break;
-    }
-    if (k) edge_end_block(c, e, i, k);
-  }
-  edge_record_flush(c, e);
+  e.out = &c.out;
+  e.index = c.index;
+  const ScanBounds sb(c);
+  auto note = [&](uint32_t i, uint64_t w) { type_note(c, i, w); };
+  for (uint32_t i = 0; i < c.n && !c.error; ++i)
+    if (scan_block(c, sb, e, i, note) && edge_record_flush(e)) flush_frame(c, false);
+  if (edge_record_flush(e)) flush_frame(c, false);
+  c.edges += e.total;
+  c.interior += e.total_interior;
   if (e.from.failed() || e.to.failed()) c.error = "out of memory (edges)";
 }
 

@@ -13,6 +13,7 @@ struct TypeScan {
   Range *ro = nullptr;
   uint32_t nro = 0;
   uint64_t lo = 0, hi = 0;
+  VtableFilter filter;  // the main thread's (type_note)
   // vtable address -> type number (1-based), open addressing; 0 marks an empty slot. A vtable
   // that failed the checks is kept with type 0 (not looked at again).
   uint64_t *keys = nullptr;
@@ -140,12 +141,15 @@ bool types_begin(Child &c) {
     t->hi = t->ro[t->nro - 1].hi;
   }
   c.types = t;
+  t->filter = types_filter(c);
   return true;
 }
 
 void type_note(Child &c, uint32_t i, uint64_t w) {
   TypeScan *t = c.types;
-  if (HS_LIKELY(!t || w - t->lo >= t->hi - t->lo)) return;
+  if (HS_LIKELY(!t)) return;
+  // (class_name_of's first tests, before the table: a word that fails them is no vtable pointer.)
+  if (!t->filter.maybe(w)) return;
   uint32_t type = type_of(c, *t, w);
   if (!type) return;
   if (!t->pending_blocks) t->base_block = t->last_block = i;
@@ -153,6 +157,30 @@ void type_note(Child &c, uint32_t i, uint64_t w) {
   t->block_type.varint(type);
   t->last_block = i;
   if (++t->pending_blocks >= kFlushBlocks) types_flush(c);
+}
+
+bool VtableFilter::in_ro_or_new_gap(uint64_t a) {
+  uint32_t l = 0, r = nro;
+  while (l < r) {
+    uint32_t m = (l + r) / 2;
+    if (ro[m].hi <= a) l = m + 1;
+    else r = m;
+  }
+  if (l < nro && ro[l].lo <= a) return true;
+  gap_lo = l ? ro[l - 1].hi : 0;
+  gap_hi = l < nro ? ro[l].lo : UINT64_MAX;
+  return false;
+}
+
+VtableFilter types_filter(const Child &c) {
+  VtableFilter f;
+  if (const TypeScan *t = c.types) {
+    f.ro = t->ro;
+    f.nro = t->nro;
+    f.lo = t->lo;
+    f.hi = t->hi;
+  }
+  return f;
 }
 
 void types_flush(Child &c) {

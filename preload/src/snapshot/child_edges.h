@@ -1,0 +1,118 @@
+// The block scan's edge records (SnapshotEdges) and the scan of one block's words, shared by the
+// scan on one thread (scan_blocks, child_scan.cc) and on several (child_scan_parallel.cc).
+// Everything here reads the frozen image and the block index and writes only the EdgeRecord it
+// is given: no thread-local state, no system call (see child_threads.h).
+#pragma once
+#include <cstdint>
+
+#include "snapshot/child_internal.h"
+
+namespace hs::snapshot::child {
+
+// Every pointer run of a block is an edge (a 60,000-entry pointer array has 60,000): a cap of
+// 4096 made the rest of a big array's targets look lost. This one only keeps one block's group
+// well inside a record the reader takes (16 Mi edges, about 100 MB of columns).
+constexpr uint32_t kMaxEdgesPerBlock = 1u << 24;
+
+struct EdgeRecord {
+  wire::Buf *out = nullptr;   // where finished records go
+  uint32_t index = 0;         // the snapshot's number
+  wire::Buf from, count, to, interior, offset;
+  uint32_t base = 0, prev_source = 0, edges = 0, prev_interior = 0;
+  bool open = false;
+  uint64_t total = 0, total_interior = 0;  // edges, and interior ones, of every record
+  bool failed() const {
+    return from.failed() || count.failed() || to.failed() || interior.failed() || offset.failed() || out->failed();
+  }
+};
+
+// Writes the open record to e.out. True if there was one.
+inline bool edge_record_flush(EdgeRecord &e) {
+  if (!e.open) return false;
+  wire::Buf &o = *e.out;
+  wire::RecordMark m = wire::begin_record(o, wire::kSnapshotEdges);
+  o.u64(1, e.index);
+  o.len(2, e.from.data(), e.from.size());
+  o.len(3, e.count.data(), e.count.size());
+  o.len(4, e.to.data(), e.to.size());
+  if (e.interior.size()) o.len(5, e.interior.data(), e.interior.size());
+  o.len(6, e.offset.data(), e.offset.size());
+  o.u64(7, e.base);
+  wire::end_record(o, m);
+  e.from.clear();
+  e.count.clear();
+  e.to.clear();
+  e.interior.clear();
+  e.offset.clear();
+  e.open = false;
+  e.edges = 0;
+  return true;
+}
+
+// Appends an edge of block i to the open edge record.
+// A block's edges go straight into the record's columns as the scan finds them; its source and
+// count follow once the block is done (they are columns of their own). A record is only cut
+// between blocks: the reader wants each block's edges in one group, sources increasing.
+HS_INLINE void edge_add(EdgeRecord &e, uint32_t i, uint32_t target, uint64_t offset, bool interior) {
+  if (!e.open) {
+    e.open = true;
+    e.base = i;
+    e.prev_source = i;
+    e.prev_interior = 0;
+  }
+  e.to.varint(wire::zigzag(int64_t(target) - int64_t(i)));
+  e.offset.varint(offset);
+  if (interior) {
+    e.interior.varint(e.edges - e.prev_interior);
+    e.prev_interior = e.edges;
+    ++e.total_interior;
+  }
+  ++e.edges;
+}
+
+// Ends block i's group of k edges. True when the record is full (the caller flushes it).
+HS_INLINE bool edge_end_block(EdgeRecord &e, uint32_t i, uint32_t k) {
+  e.from.varint(i - e.prev_source);
+  e.prev_source = i;
+  e.count.varint(k);
+  e.total += k;
+  return e.edges >= kEdgesPerRecord;
+}
+
+// What the scan of every block compares words against.
+struct ScanBounds {
+  uint64_t lo, span;  // [c.lo, c.lo + span): the blocks' addresses
+  // Under glibc, a block's own chunk address (16 bytes before it) is never the program's pointer:
+  // a word holding it is what glibc left in the memory when it was a free chunk (a large bin's
+  // fd_nextsize / bk_nextsize of a chunk alone in its size class point at the chunk itself), and it
+  // falls in the block before, whose last 8 bytes overlap the chunk's header: a leaked block would
+  // hold its leaked neighbour "indirectly" (memcheck, on fresh memory, sees neither).
+  uint64_t own_chunk;
+  explicit ScanBounds(const Child &c) : lo(c.lo), span(c.hi - c.lo), own_chunk(usable::g_glibc_layout ? 16 : 0) {}
+};
+
+// Scans block i's words for pointers into blocks, adding its edges to e; first_word(i, w) is
+// given the block's first word (a polymorphic object's vtable pointer, child_types.h). True when
+// the record is full.
+template <typename FirstWord>
+HS_INLINE bool scan_block(const Child &c, const ScanBounds &sb, EdgeRecord &e, uint32_t i, FirstWord first_word) {
+  uint64_t a = c.addr[i];
+  uint64_t words = c.size[i] / 8;
+  uint32_t k = 0, last = UINT32_MAX;
+  const uint64_t *w = reinterpret_cast<const uint64_t *>(a);
+  if (words) first_word(i, w[0]);
+  for (uint64_t j = 0; j < words; ++j) {
+    uint64_t v = w[j];
+    if (v - sb.lo >= sb.span) continue;
+    bool interior = false;
+    uint32_t t = lookup(c, v, &interior);
+    if (t == UINT32_MAX || t == last) continue;  // the same block twice in a row: one edge
+    if (HS_UNLIKELY(v == a - sb.own_chunk) && sb.own_chunk) continue;
+    last = t;
+    edge_add(e, i, t, j * 8 > 0xffffffffu ? 0xffffffffu : j * 8, interior);
+    if (++k == kMaxEdgesPerBlock) break;
+  }
+  return k && edge_end_block(e, i, k);
+}
+
+}  // namespace hs::snapshot::child

@@ -207,6 +207,19 @@ TEST_CASE("merge_fork_image: anonymous memory as the fork left it, file mappings
     CHECK(out[2].rss == 100 * M);  // (the child's copy of it is empty)
     CHECK(changed == 0);
   }
+  SUBCASE("a MADV_DONTFORK mapping over addresses the fork had mapped is new: changed, not counted twice") {
+    SmapsEntry own3[] = {own[0], own[1]};
+    // The program unmapped the fork's 0x20000000 mapping and put a DONTFORK one in its place.
+    SmapsEntry program3[] = {program[0], mapping(0x20000000, 0x20100000, "", 1 * M, 1 * M)};
+    program3[1].dont_fork = true;
+    n = merge_fork_image(own3, 2, program3, 2, 0x40000000, 0x50000000, resident_half, nullptr, out, 8, &changed);
+    REQUIRE(n == 2);  // the fork's two, not the DONTFORK one beside them
+    CHECK(out[1].start == 0x20000000);
+    CHECK(out[1].rss == 1 * M);  // the fork's figure
+    // The new mapping's RSS; (the fork's mapping is compared with what the program has over its
+    // addresses, this same 1 MiB: no difference there).
+    CHECK(changed == 1 * M);
+  }
   SUBCASE("a mapping the kernel merged with the child's arena keeps its own part, counted") {
     SmapsEntry merged[] = {mapping(0x3f000000, 0x50000000, "", 20 * M, 20 * M)};  // 16 MiB of it before the arena
     n = merge_fork_image(merged, 1, program, 3, 0x40000000, 0x50000000, resident_half, nullptr, out, 8, &changed);

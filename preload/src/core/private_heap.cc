@@ -31,7 +31,7 @@ bool loaded;
 bool shared;
 
 // Child arena: each allocation is preceded by its size, so grow() can copy. The snapshot child's
-// scan threads (child_threads.h) allocate from it at once: one atomic add claims the room, no
+// scan threads (child_threads.h) allocate from it at once: one compare-and-swap claims the room, no
 // lock (a thread holding one could not be waited for by the others without a futex of its own).
 bool g_child = false;
 uint8_t *g_arena = nullptr;
@@ -41,8 +41,12 @@ std::atomic<size_t> g_arena_used{0};
 void *arena_alloc(size_t n) {
   if (n > g_arena_size) return nullptr;
   size_t need = (n + 8 + 15) & ~size_t(15);
-  size_t at = g_arena_used.fetch_add(need, std::memory_order_relaxed);
-  if (at + need > g_arena_size) return nullptr;  // (the room stays claimed: later calls fail too)
+  // Claimed only if it fits, so that a big request that does not (a column's grow) leaves the
+  // room to the small ones after it (the snapshot's closing records).
+  size_t at = g_arena_used.load(std::memory_order_relaxed);
+  do {
+    if (need > g_arena_size - at) return nullptr;
+  } while (!g_arena_used.compare_exchange_weak(at, at + need, std::memory_order_relaxed));
   uint8_t *p = g_arena + at;
   memcpy(p, &n, 8);
   return p + 8;  // fresh anonymous memory: already zero

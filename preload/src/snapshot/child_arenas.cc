@@ -33,8 +33,6 @@ Kind kind_of(HeapPart p) {
   return k[p];
 }
 
-HS_INLINE uint64_t word(uint64_t a) { return *reinterpret_cast<const uint64_t *>(a); }
-
 struct Walk {
   Child &c;
   Meter &m;
@@ -78,7 +76,7 @@ struct Walk {
         const uint64_t after = c.addr[k] - 16 + (chunk ? chunk[k] : 0);
         if (!chunk || !chunk[k] || after != c.addr[k + 1] - 16) __builtin_prefetch(reinterpret_cast<const void *>(chunk && chunk[k] ? after + 8 : c.addr[k] - 8));
       }
-      uint64_t size = at_block && chunk && chunk[cur - c.addr] ? chunk[cur - c.addr] : word(p + 8) & ~uint64_t(7);
+      uint64_t size = at_block && chunk && chunk[cur - c.addr] ? chunk[cur - c.addr] : image_word(p + 8) & ~uint64_t(7);
       if (size == 0 && end - p <= 32) break;  // the fencepost that ends an old heap
       if (size < 16 || size > end - p || (size & 15)) {
         put(p, end, kUnwalked);  // a torn header (a thread was inside malloc at the fork)
@@ -102,7 +100,7 @@ struct Walk {
         continue;
       }
       // (A live block's chunk is in use: its next header is not read for the bit.)
-      bool in_use = at_block || (p + size + 16 <= end ? (word(p + size + 8) & 1) != 0 : true);
+      bool in_use = at_block || (p + size + 16 <= end ? (image_word(p + size + 8) & 1) != 0 : true);
       if (!in_use) {
         put(p, p + size, kFree);
         ++a.free_chunks;
@@ -148,7 +146,7 @@ struct ThreadHeap {
 // Whether the chunk at p looks like an arena's first one (PREV_INUSE set, a sane size).
 bool first_chunk_ok(uint64_t p, uint64_t end) {
   if (p + 16 > end) return false;
-  uint64_t head = word(p + 8), size = head & ~uint64_t(7);
+  uint64_t head = image_word(p + 8), size = head & ~uint64_t(7);
   return (head & 1) && size >= kMinSize && size <= end - p && !(size & 15);
 }
 
@@ -209,12 +207,12 @@ uint32_t walk_arenas(Child &c, Meter &m, ArenaFigures *out, uint32_t cap, Range 
     a = ArenaFigures{};
     a.state = ar;
     a.complete = true;
-    uint64_t top = word(ar + kTopOffset);
+    uint64_t top = image_word(ar + kTopOffset);
     bool top_ok = false;
     for (long k = 0; k < nh; ++k)
       if (heaps[k].ar == ar && top > heaps[k].start && top < heaps[k].start + heaps[k].size)
         top_ok = top + 16 <= heaps[k].start + heaps[k].size &&
-                 top + (word(top + 8) & ~uint64_t(7)) == heaps[k].start + heaps[k].size;
+                 top + (image_word(top + 8) & ~uint64_t(7)) == heaps[k].start + heaps[k].size;
     if (!top_ok) top = 0;
     Walk w = walker(a);
     for (long k = 0; k < nh; ++k) {
@@ -236,7 +234,7 @@ uint32_t walk_arenas(Child &c, Meter &m, ArenaFigures *out, uint32_t cap, Range 
       w.heap(heaps[k].start, first, end, top);
     }
     // main_arena is on the arenas' ring (malloc_state.next) and in no heap.
-    uint64_t next = word(ar + kNextOffset);
+    uint64_t next = image_word(ar + kNextOffset);
     for (int steps = 0; next && !main_state && steps < 1024; ++steps) {
       bool in_heap = false;
       for (long k = 0; k < nh && !in_heap; ++k) in_heap = heaps[k].ar == next;
@@ -247,7 +245,7 @@ uint32_t walk_arenas(Child &c, Meter &m, ArenaFigures *out, uint32_t cap, Range 
         main_state = next;
         break;
       }
-      next = word(next + kNextOffset);
+      next = image_word(next + kNextOffset);
     }
   }
   // The main arena: the brk heap (the kernel may show it as several mappings).
@@ -262,8 +260,8 @@ uint32_t walk_arenas(Child &c, Meter &m, ArenaFigures *out, uint32_t cap, Range 
     a.complete = true;
     uint64_t first = start;
     if ((first + 16) & 15) first += 16 - ((first + 16) & 15);
-    uint64_t top = main_state ? word(main_state + kTopOffset) : 0;
-    if (top < first || top + 16 > end || top + (word(top + 8) & ~uint64_t(7)) > end) top = 0;
+    uint64_t top = main_state ? image_word(main_state + kTopOffset) : 0;
+    if (top < first || top + 16 > end || top + (image_word(top + 8) & ~uint64_t(7)) > end) top = 0;
     Walk w = walker(a);
     note(start, end);
     if (!first_chunk_ok(first, end)) {

@@ -21,8 +21,6 @@
 namespace hs::snapshot::child {
 namespace {
 
-HS_INLINE uint64_t word(uint64_t a) { return *reinterpret_cast<const uint64_t *>(a); }
-
 struct Glibc {
   int minor = 0;
   bool safe_linking() const { return minor >= 32; }
@@ -49,7 +47,7 @@ long arena_of(const HeapOfArena *heaps, size_t n, uint64_t lo, uint64_t hi) {
 long chunk_ok(const HeapOfArena *heaps, size_t n, uint64_t p, uint64_t size) {
   if (p & 15) return -1;
   long a = arena_of(heaps, n, p, p + size);
-  if (a < 0 || (word(p + 8) & ~uint64_t(7)) != size) return -1;
+  if (a < 0 || (image_word(p + 8) & ~uint64_t(7)) != size) return -1;
   return a;
 }
 
@@ -87,7 +85,7 @@ void count_caches(Meter &m, ArenaFigures *arenas, uint32_t na, HeapOfArena *heap
       size_t n = 0;
       bool ok = true;
       uint64_t link_at = a.state + 16 + 8 * uint64_t(bin);
-      uint64_t p = word(link_at);  // (the head is not mangled)
+      uint64_t p = image_word(link_at);  // (the head is not mangled)
       while (p && ok) {
         long at = n < a.cached_chunks ? chunk_ok(heaps, nheaps, p, size) : -1;
         if (at < 0) {
@@ -96,7 +94,7 @@ void count_caches(Meter &m, ArenaFigures *arenas, uint32_t na, HeapOfArena *heap
         }
         nodes[n++] = {p, size, at};
         link_at = p + 16;
-        p = reveal(g, link_at, word(link_at));
+        p = reveal(g, link_at, image_word(link_at));
       }
       if (!ok) continue;  // (left as cached)
       for (size_t k = 0; k < n; ++k) {
@@ -117,7 +115,7 @@ void count_caches(Meter &m, ArenaFigures *arenas, uint32_t na, HeapOfArena *heap
     for (int bin = 0; bin < 64 && ok; ++bin) {
       const uint64_t count = g.wide_counts() ? reinterpret_cast<const uint16_t *>(mem)[bin] : reinterpret_cast<const uint8_t *>(mem)[bin];
       const uint64_t size = 32 + 16 * uint64_t(bin);
-      uint64_t e = word(mem + counts_bytes + 8 * uint64_t(bin));  // (the heads are not mangled)
+      uint64_t e = image_word(mem + counts_bytes + 8 * uint64_t(bin));  // (the heads are not mangled)
       for (uint64_t k = 0; k < count && ok; ++k) {
         long at = e > 16 && n < cached_total ? chunk_ok(heaps, nheaps, e - 16, size) : -1;
         if (at < 0) {
@@ -125,7 +123,7 @@ void count_caches(Meter &m, ArenaFigures *arenas, uint32_t na, HeapOfArena *heap
           break;
         }
         nodes[n++] = {e - 16, size, at};
-        e = reveal(g, e, word(e));
+        e = reveal(g, e, image_word(e));
       }
       ok = ok && e == 0;  // the list ends where its count does
     }
@@ -138,6 +136,16 @@ void count_caches(Meter &m, ArenaFigures *arenas, uint32_t na, HeapOfArena *heap
       owner.tcache_rss += m.resident(nodes[k].chunk, nodes[k].chunk + nodes[k].size);
       ++owner.tcache_chunks;
     }
+  }
+  // A list may run on past a heap's walked part (a chunk torn by a thread inside malloc at the
+  // fork stops the walk, and chunk_ok knows the heap, not how far the walk got): an arena whose
+  // lists add up to more than its cached chunks keeps them all as cached, not told apart, rather
+  // than figures the analyzer must refuse.
+  for (uint32_t ai = 0; ai < na; ++ai) {
+    ArenaFigures &a = arenas[ai];
+    if (a.fastbin_bytes + a.tcache_bytes > a.bytes[kCached] || a.fastbin_chunks + a.tcache_chunks > a.cached_chunks ||
+        a.fastbin_rss + a.tcache_rss > a.rss[kCached])
+      a.fastbin_bytes = a.fastbin_rss = a.fastbin_chunks = a.tcache_bytes = a.tcache_rss = a.tcache_chunks = 0;
   }
 }
 
@@ -154,8 +162,8 @@ uint64_t find_main_state(Child &c, uint64_t top) {
     if (i + 1 < c.nmaps && c.maps[i + 1].start == end && !c.maps[i + 1].path[0] && c.maps[i + 1].readable && c.maps[i + 1].writable)
       end = c.maps[i + 1].end;
     for (uint64_t at = mp.start; at + kState <= end; at += 8) {
-      if (word(at + kTop) != top) continue;
-      uint64_t next = word(at + kNext);
+      if (image_word(at + kTop) != top) continue;
+      uint64_t next = image_word(at + kNext);
       if (next == at) return at;
     }
   }

@@ -20,15 +20,16 @@ struct EdgeRecord {
   wire::Buf from, count, to, interior, offset;
   uint32_t base = 0, prev_source = 0, edges = 0, prev_interior = 0;
   bool open = false;
+  bool lost = false;  // a record's column could not grow: it was not written (sticky: clear() forgets)
   uint64_t total = 0, total_interior = 0;  // edges, and interior ones, of every record
-  bool failed() const {
-    return from.failed() || count.failed() || to.failed() || interior.failed() || offset.failed() || out->failed();
+  bool columns_failed() const {
+    return from.failed() || count.failed() || to.failed() || interior.failed() || offset.failed();
   }
+  bool failed() const { return lost || columns_failed() || out->failed(); }
 };
 
-// Writes the open record to e.out. True if there was one.
-inline bool edge_record_flush(EdgeRecord &e) {
-  if (!e.open) return false;
+// Writes the open record's columns to e.out.
+inline void write_edge_record(EdgeRecord &e) {
   wire::Buf &o = *e.out;
   wire::RecordMark m = wire::begin_record(o, wire::kSnapshotEdges);
   o.u64(1, e.index);
@@ -39,6 +40,19 @@ inline bool edge_record_flush(EdgeRecord &e) {
   o.len(6, e.offset.data(), e.offset.size());
   o.u64(7, e.base);
   wire::end_record(o, m);
+}
+
+
+// Writes the open record to e.out (or, when a column could not grow, notes it lost). True if
+// there was one.
+inline bool edge_record_flush(EdgeRecord &e) {
+  if (!e.open) return false;
+  if (e.columns_failed()) {  // (out of memory: a record with a column cut short would be refused)
+    e.lost = true;
+    e.total -= e.edges;
+  } else {
+    write_edge_record(e);
+  }
   e.from.clear();
   e.count.clear();
   e.to.clear();

@@ -13,6 +13,9 @@
 
 namespace hs::snapshot::child {
 
+// The word at address a of the image (the arena and cache walks, which check a is mapped first).
+HS_INLINE uint64_t image_word(uint64_t a) { return *reinterpret_cast<const uint64_t *>(a); }
+
 struct Meter {
   memory::SmapsEntry *e = nullptr;
   long n = 0;

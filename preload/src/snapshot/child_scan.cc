@@ -34,7 +34,7 @@ HS_POPCNT_CLONES void scan_blocks(Child &c) {
   if (edge_record_flush(e)) flush_frame(c, false);
   c.edges += e.total;
   c.interior += e.total_interior;
-  if (e.from.failed() || e.to.failed()) c.error = "out of memory (edges)";
+  if (e.failed()) c.error = "out of memory (edges)";
 }
 
 // Whether v, an interior pointer into block t, is where the chunk after t begins (its header):

@@ -197,13 +197,21 @@ long merge_fork_image(const SmapsEntry *own, long n_own, const SmapsEntry *progr
       }
     }
   }
-  // The program's MADV_DONTFORK mappings: as it has them. Its anonymous memory outside every
-  // other mapping of the fork's: made since.
+  // The program's MADV_DONTFORK mappings: as it has them, unless one of the fork's overlaps it
+  // (the program unmapped that one after the fork and mapped this one in its place: made since,
+  // its RSS is changed, and the parts must not count those addresses twice). Its anonymous memory
+  // outside every other mapping of the fork's: made since.
   const long forked = n;
   for (long j = 0; j < n_program; ++j) {
-    if (!program[j].dont_fork) continue;
+    const SmapsEntry &d = program[j];
+    if (!d.dont_fork) continue;
+    const SmapsEntry *it = std::upper_bound(out, out + forked, d.start, [](uint64_t v, const SmapsEntry &x) { return v < x.end; });
+    if (it != out + forked && it->start < d.end) {
+      *changed += d.rss;
+      continue;
+    }
     if (size_t(n) == cap) return -1;
-    out[n++] = program[j];
+    out[n++] = d;
   }
   if (n > forked) std::sort(out, out + n, [](const SmapsEntry &x, const SmapsEntry &y) { return x.start < y.start; });
   for (long j = 0; j < n_program; ++j) {

@@ -357,10 +357,10 @@ def case_page(a):
     check(len(dom.find("leaks-table", "tr")) >= 2, "leaks table has rows")
     # Retention a reader can act on (issue 29.6): findings first, named roots, types, unreachable.
     findings = dom.text.get("findings", "")
-    check(all(k in findings for k in ("Largest leak", "Largest retainer", "At its peak", "Fastest growth")),
-          "the first screen has the four findings (%s)" % findings[:300])
+    check(all(k in findings for k in ("Largest leak", "Largest retainer", "At its peak", "Fastest growth", "RSS beyond the heap")),
+          "the first screen has the five findings (%s)" % findings[:300])
     check("record with --snapshot-at-peak" in findings, "with no at-peak snapshot, the peak finding says how to get one")
-    check(len(dom.find("findings", "a")) == 4, "each finding links to its evidence")
+    check(len(dom.find("findings", "a")) == 5, "each finding links to its evidence")
     sn = d["snapshots"][0]
     check("g_cache" in dom.text.get("roots-table", "") and sn["roots"] and "g_cache" in sn["roots"][0]["root"],
           "the roots table names the variable g_cache (%s)" % sn["roots"][:1])
@@ -541,6 +541,11 @@ def case_memory(a):
     check(sum(int(s[1]["data-bytes"]) for s in segs) == m["rss_bytes"], "the drawn segments add up to the RSS shown")
     summary = " ".join(dom.text_of(dom.by_id("memory-summary")))
     check(str(m["rss_bytes"]) + " bytes" in summary, "the page shows the RSS in bytes (%s)" % summary[:120])
+    # The first screen's findings: the biggest diagnosis, one click from the breakdown.
+    findings = dom.text.get("findings", "")
+    worst = max(m["diagnoses"], key=lambda x: x["bytes"])
+    check("RSS beyond the heap" in findings and worst["text"] in findings,
+          "the findings carry the biggest diagnosis, %s (%s)" % (worst["id"], findings[-400:]))
 
 
 def case_budget(a):

@@ -76,27 +76,14 @@ class RawColumns {
         p += len;
         continue;
       }
-      uint64_t v;
-      switch (wt) {
-        case 0:
-          if (!varint(p, end, &v)) return false;
-          if (field == 1) tid_ = uint32_t(v);
-          else if (field == 2) base_time_ = v;
-          else if (field == 10) base_id_ = v;
-          break;
-        case 1:
-          if (end - p < 8) return false;
-          p += 8;
-          break;
-        case 2:
-          if (!varint(p, end, &v) || v > uint64_t(end - p)) return false;
-          p += v;
-          break;
-        case 5:
-          if (end - p < 4) return false;
-          p += 4;
-          break;
-        default: return false;
+      if (wt == 0) {
+        uint64_t v;
+        if (!varint(p, end, &v)) return false;
+        if (field == 1) tid_ = uint32_t(v);
+        else if (field == 2) base_time_ = v;
+        else if (field == 10) base_id_ = v;
+      } else if (!skip_wire_field(p, end, wt)) {
+        return false;  // (other fields skipped; groups and invalid wire types refused)
       }
     }
     return true;

@@ -23,6 +23,34 @@ inline size_t read_varint(const uint8_t *p, const uint8_t *end, uint64_t *out) {
   return 0;
 }
 
+// Steps p over one field's value of wire type wt (0 varint, 1 fixed64, 2 length-delimited,
+// 5 fixed32), not past end: what a raw decoder does with a field it does not read. False when
+// the value is malformed or runs past end, or for groups and invalid wire types (libprotobuf's
+// job, or an error).
+inline bool skip_wire_field(const uint8_t *&p, const uint8_t *end, uint32_t wt) {
+  uint64_t v;
+  size_t used;
+  switch (wt) {
+    case 0:
+      if (!(used = read_varint(p, end, &v))) return false;
+      p += used;
+      return true;
+    case 1:
+      if (end - p < 8) return false;
+      p += 8;
+      return true;
+    case 2:
+      if (!(used = read_varint(p, end, &v)) || v > uint64_t(end - p - used)) return false;
+      p += used + v;
+      return true;
+    case 5:
+      if (end - p < 4) return false;
+      p += 4;
+      return true;
+    default: return false;
+  }
+}
+
 #if defined(__SSE2__) && defined(__x86_64__)
 // The sum of a vector's 16 byte lanes (counters that batch_decoder.h and varint_ends keep per
 // byte, flushed before any can pass 255).

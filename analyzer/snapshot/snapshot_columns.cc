@@ -95,24 +95,7 @@ bool RawMessage::parse(const uint8_t *p, size_t n, uint32_t packed, uint32_t sca
       value[field] = v;  // (the last one wins, as in libprotobuf)
       continue;
     }
-    switch (wt) {  // unknown fields: skipped
-      case 0:
-        if (!varint(&v)) return false;
-        break;
-      case 1:
-        if (end - p < 8) return false;
-        p += 8;
-        break;
-      case 2:
-        if (!varint(&v) || v > uint64_t(end - p)) return false;
-        p += v;
-        break;
-      case 5:
-        if (end - p < 4) return false;
-        p += 4;
-        break;
-      default: return false;  // groups, invalid wire types
-    }
+    if (!capture::skip_wire_field(p, end, wt)) return false;  // unknown fields: skipped
   }
   return true;
 }

@@ -437,6 +437,20 @@ def case_peak(a):
     check(s["peak_heap_bytes"] >= 8 * 250000, "eight threads' blocks live at once: peak at least 2,000,000 (%d)" % s["peak_heap_bytes"])
     check(s["peak_accuracy_bytes"] >= 9 * 256 * 1024,
           "the accuracy counts the threads that ran at once, not those left at exit (%d)" % s["peak_accuracy_bytes"])
+    # --snapshot-at-peak narrows every thread's fold room, a new thread's too (it began with 256 KiB,
+    # and each thread's 250,000 bytes went unseen): the accuracy is the threads times the widest
+    # room given out, under 5% of the peak, where it was 9 x 256 KiB, more than the peak itself.
+    r, path = record(a, "peak_threads_at_peak", [edges(a), "peak_threads"], ["--snapshot-at-peak"])
+    check(r.returncode == 0, "program exits 0 (%s)" % r.stderr[-300:])
+    s = hsnap_json(a, "summary", "--json", path)
+    peak, acc = s["peak_heap_bytes"], s["peak_accuracy_bytes"]
+    check(0 < acc <= peak * 5 // 100,
+          "at-peak: the peak's accuracy is within 5%% of it (%d of %d)" % (acc, peak))
+    check(peak - acc <= 2000000 + 64 * 1024 and peak + acc >= 2000000,
+          "at-peak: the peak's range holds the eight blocks live at once (%d +- %d)" % (peak, acc))
+    snaps = [x for x in hsnap_json(a, "snapshots", "--json", path)["snapshots"] if x["trigger"] == "peak"]
+    check(len(snaps) == 1 and snaps[0]["bytes"] >= 2000000,
+          "at-peak: the snapshot holds the eight blocks (%s)" % [(x["trigger"], x["bytes"]) for x in snaps])
 
 
 def case_heap_threshold_short(a):

@@ -75,11 +75,39 @@ int64_t excursion(ThreadLocal &t, int64_t cap) {
   return max - d < cap ? max - d : cap;  // (both biased alike)
 }
 
+void raise_widest_fold_room(int64_t room) {
+  int64_t w = g_totals.fold_room_widest.load(std::memory_order_relaxed);
+  while (room > w && !g_totals.fold_room_widest.compare_exchange_weak(w, room, std::memory_order_relaxed)) {
+  }
+}
+
+// The most any thread's heap has moved unfolded: the widest fold room given out (kFoldBytes
+// unless --snapshot-at-peak narrowed every one of them).
+int64_t widest_fold_room() {
+  const int64_t w = g_totals.fold_room_widest.load(std::memory_order_relaxed);
+  return w > 0 ? w : kFoldBytes;
+}
+
+// A thread starts with the fold room in force, not the TLS image's kHeapBias: with
+// --snapshot-at-peak narrowing it, a thread that never folded kept a room of kFoldBytes, and the
+// at-peak bound (a rise and a fall of the room per thread) did not hold for it (stress: 256 KiB
+// unseen per thread on a 1.4 MiB heap). Called before the thread is linked into the registry and
+// before its first count, so nothing else reads these yet.
+void adopt_fold_room(ThreadLocal &t) {
+  const int64_t room = g_totals.fold_room.load(std::memory_order_relaxed);
+  raise_widest_fold_room(room);
+  if (room == t.heap_bias || t.counters.heap_delta != t.heap_bias || t.heap_delta_max != t.heap_bias) return;
+  t.heap_bias = room;
+  t.heap_delta_max = room;
+  t.counters.heap_delta = room;
+  t.fold_at = room + room;
+}
+
 // The cap of each thread's excursion in a summed candidate. One thread alone: none (its excursion
 // is exact). Several: kFoldBytes each, which keeps the sum within peak_accuracy (threads *
 // kFoldBytes) of the true peak, as a thread may rise and fall by up to twice that without folding.
 int64_t excursion_cap() {
-  return g_totals.most_live_threads.load(std::memory_order_relaxed) > 1 ? kFoldBytes : INT64_MAX;
+  return g_totals.most_live_threads.load(std::memory_order_relaxed) > 1 ? widest_fold_room() : INT64_MAX;
 }
 
 // The heap now as every counter says, plus every registered thread's excursion: the peak candidate
@@ -167,24 +195,46 @@ __attribute__((noinline)) static void rss_alarm(uint64_t level) {
   errno = saved;
 }
 
-void before_fall_fold(ThreadLocal &t, uint64_t size) {
-  if (HS_LIKELY(!g_totals.fall_alarm.load(std::memory_order_relaxed))) return;
-  uint32_t armed = 1;
-  if (!g_totals.fall_alarm.compare_exchange_strong(armed, 0, std::memory_order_relaxed)) return;
-  // The free un-counted while the writer forks (the owner's counters: each update one store).
+// A free that folds a fall waits, un-counted (the owner's counters: each update one store), its
+// block still in the shadow, until the writer has forked the at-peak snapshot: the one that took
+// the fall alarm (take: it tells the writer), or any other while that fork is pending (fall_hold).
+__attribute__((noinline)) static void wait_for_peak_fork(ThreadLocal &t, uint64_t size, bool take) {
   bump(t.counters.free_calls, uint64_t(-1));
   bump(t.counters.bytes_freed, uint64_t(0) - size);
   add_local(t.counters.heap_delta, int64_t(size));
-  const uint32_t served = g_totals.heap_alarm_served.load(std::memory_order_acquire);
-  g_totals.fall_alarm_time.store(coarse_rel_ns() | 1, std::memory_order_release);
-  outbox_poke_writer();
-  if (writer_serves_alarms()) wait_alarm_served(served);
+  // (serve_alarm clears the hold before it counts the alarm served: a free that still sees the
+  // hold read the count from before, and wakes at that serving.)
+  const uint32_t served = g_totals.heap_alarm_served.load(std::memory_order_seq_cst);
+  if (take) {
+    g_totals.fall_hold.store(1, std::memory_order_seq_cst);
+    g_totals.fall_alarm_time.store(coarse_rel_ns() | 1, std::memory_order_release);
+    outbox_poke_writer();
+  }
+  if ((take || g_totals.fall_hold.load(std::memory_order_seq_cst)) && writer_serves_alarms()) wait_alarm_served(served);
   bump(t.counters.free_calls, 1);
   bump(t.counters.bytes_freed, size);
   add_local(t.counters.heap_delta, -int64_t(size));
 }
 
+void before_fall_fold(ThreadLocal &t, uint64_t size) {
+  if (HS_LIKELY(!g_totals.fall_alarm.load(std::memory_order_relaxed))) {
+    if (HS_UNLIKELY(g_totals.fall_hold.load(std::memory_order_relaxed))) wait_for_peak_fork(t, size, false);
+    return;
+  }
+  uint32_t armed = 1;
+  if (!g_totals.fall_alarm.compare_exchange_strong(armed, 0, std::memory_order_relaxed)) {
+    if (g_totals.fall_hold.load(std::memory_order_relaxed)) wait_for_peak_fork(t, size, false);
+    return;
+  }
+  wait_for_peak_fork(t, size, true);
+}
+
 static_assert(kFoldBytes == 256 * 1024, "GlobalTotals::fold_room starts at kFoldBytes");
+
+void set_fold_room(int64_t room) {
+  raise_widest_fold_room(room);
+  g_totals.fold_room.store(room, std::memory_order_relaxed);
+}
 
 void fold_heap(ThreadLocal &t, bool may_wait) {
   // The maximum goes back first, then the delta (release): read_totals, reading the delta, the
@@ -221,6 +271,7 @@ ThreadState *register_current_thread() {
   s->tid = uint32_t(syscall(SYS_gettid));
   s->tls = &t_local;
   s->stack_hint = reinterpret_cast<uint64_t>(__builtin_frame_address(0));
+  adopt_fold_room(t_local);
   registry_lock();
   s->next = g_threads;
   g_threads = s;
@@ -371,7 +422,7 @@ TotalsView read_totals() {
   v.threads_seen = g_totals.threads_seen.load(std::memory_order_relaxed);
   // The threads' unfolded deltas are what the folded figure can miss: as many as ever ran at once.
   uint32_t most = g_totals.most_live_threads.load(std::memory_order_relaxed);
-  v.peak_accuracy = most > 1 ? uint32_t(most * kFoldBytes) : 0;
+  v.peak_accuracy = most > 1 ? uint32_t(int64_t(most) * widest_fold_room()) : 0;
   v.dropped = g_totals.dropped_events.load(std::memory_order_relaxed);
   v.rss = read_rss();
   return v;

@@ -273,6 +273,8 @@ HS_INLINE bool count_free(ThreadLocal &t, uint64_t size) {
 // block is still counted (and, the caller's part, still in the shadow): the heap at its highest
 // since the level was passed, less this thread's other unfolded frees (under kFoldBytes).
 void before_fall_fold(ThreadLocal &t, uint64_t size);
+// The writer's new fold room (--snapshot-at-peak narrows it), counted in the widest.
+void set_fold_room(int64_t room);
 HS_INLINE void account_alloc(ThreadLocal &t, uint64_t size) {
   if (HS_UNLIKELY(count_alloc(t, size))) fold_heap(t);
 }

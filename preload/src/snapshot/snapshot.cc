@@ -77,7 +77,10 @@ bool g_peak_due = false;           // crossed, not yet forked
 // per peak, at the top of it less at most a rise and a fall of the fold room per thread, which the
 // writer keeps within the percentage of the level (peak_fold_room). (Frees that fold a fall are
 // the trigger: a heap that falls by realloc alone, or by threads that end, is taken at the end, or
-// at the next free that folds.)
+// at the next free that folds.) Until the fork, every other thread's free that folds a fall waits
+// as well (fall_hold): the threads of a program often free their parts of a peak together, and
+// went on freeing while the writer woke and forked. New threads take the narrowed fold room from
+// their first count (adopt_fold_room), so the bound holds for each thread.
 bool g_peak_armed = false;
 
 // The fold room for the at-peak level: with T threads, 2 x T x the room within the percentage of
@@ -343,7 +346,7 @@ int64_t wanted_alarm() {
 void rearm() {
   const int64_t level = wanted_alarm();
   const bool forks = g_growth.enabled() && !g_growth_due && g_growth.next_level() == level;
-  if (config.snapshot_peak_pct) g_totals.fold_room.store(peak_fold_room(g_peak_next), std::memory_order_relaxed);
+  if (config.snapshot_peak_pct) set_fold_room(peak_fold_room(g_peak_next));
   g_totals.heap_alarm_time.store(0, std::memory_order_release);
   g_totals.peak_arm_level.store(config.snapshot_peak_pct && !g_peak_due && !g_peak_armed ? g_peak_next : INT64_MAX,
                                 std::memory_order_relaxed);
@@ -640,7 +643,8 @@ static bool heap_threshold_due(uint64_t heap_bytes, uint64_t now) {
 // The thread that set an alarm off goes on (heap_alarm, before_fall_fold), now that its snapshots
 // are forked.
 static void serve_alarm() {
-  g_totals.heap_alarm_served.fetch_add(1, std::memory_order_release);
+  g_totals.fall_hold.store(0, std::memory_order_seq_cst);  // first: see wait_for_peak_fork
+  g_totals.heap_alarm_served.fetch_add(1, std::memory_order_seq_cst);
   syscall(SYS_futex, &g_totals.heap_alarm_served, FUTEX_WAKE_PRIVATE, INT32_MAX, nullptr, nullptr, 0);
 }
 
@@ -650,7 +654,7 @@ void writer_tick(uint64_t heap_bytes, uint64_t rss_bytes) {
   finish(false);
   const bool alarm = poll_alarm();
   // The fold room follows the threads as they come (rearm sets it only when the level moves).
-  if (config.snapshot_peak_pct) g_totals.fold_room.store(peak_fold_room(g_peak_next), std::memory_order_relaxed);
+  if (config.snapshot_peak_pct) set_fold_room(peak_fold_room(g_peak_next));
   maybe_start_peak(heap_bytes);  // a frozen child, beside any other
   if (g_growth_due) {
     // At the crossing, as the thread that crossed waits: after the running child, if any (a heap
@@ -760,6 +764,7 @@ void after_fork_child() {
   g_totals.fall_alarm.store(0, std::memory_order_relaxed);
   g_totals.peak_arm_level.store(INT64_MAX, std::memory_order_relaxed);
   g_totals.fall_alarm_time.store(0, std::memory_order_relaxed);
+  g_totals.fall_hold.store(0, std::memory_order_relaxed);
   g_frozen.pid = g_frozen_old.pid = 0;  // the parent's children, not this process's
   g_frozen.go_fd = g_frozen_old.go_fd = -1;
   g_frozen.heap = -1;

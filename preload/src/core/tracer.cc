@@ -172,7 +172,9 @@ void fork_child() {
 void set_state(int s) {
   if (s != kActive) shadow::enable_fast_paths(false);
   g_state.store(s);
-  if (s == kActive) shadow::enable_fast_paths(usable::g_glibc_layout && !info::enabled);
+  // (With snapshots too: a free needs nothing more, and an allocation's live-block entry is
+  // alloc_info's.)
+  if (s == kActive) shadow::enable_fast_paths(usable::g_glibc_layout);
 }
 
 void stop_tracing(const char *why) {

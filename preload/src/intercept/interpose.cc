@@ -96,7 +96,7 @@ HS_INLINE void on_free(void *p) {
 // tail call. With no call left in them, malloc keeps one value (the size) across the real call
 // and free none, so neither saves the five or six callee-saved registers the general path needs.
 
-enum FastResult { kFastDone = 0, kFastSlow = 1, kFastFold = 2 };
+enum FastResult { kFastDone = 0, kFastSlow = 1, kFastFold = 2, kFastInfo = 3 };
 
 HS_INLINE int alloc_fast(ThreadLocal &t, void *p, size_t n) {
   if (HS_UNLIKELY(!p || t.guard_word)) return kFastSlow;  // in the tracer, or not registered
@@ -105,6 +105,9 @@ HS_INLINE int alloc_fast(ThreadLocal &t, void *p, size_t n) {
   if (HS_UNLIKELY(!s)) return kFastSlow;
   size_t code = usable::glibc_shadow_base(p) - n;  // slack + 8
   if (HS_UNLIKELY(code >= shadow::kLargeSlack)) return kFastSlow;
+  // With snapshots the block's site and time go into the live-block table too: alloc_info, by a
+  // tail call, so that this path keeps its registers (nothing committed yet).
+  if (HS_UNLIKELY(info::enabled)) return kFastInfo;
   // Committed from here on (each update is one instruction: see thread_state.h).
   sub_mem(t.countdown, int64_t(n));
   shadow::set(s, uint8_t(code));
@@ -137,6 +140,21 @@ HS_NOINLINE void *alloc_fold(void *p) {
   return p;
 }
 
+// alloc_fast's block when snapshots are on: what alloc_fast commits, and the block's entry in the
+// live-block table, in on_alloc's order (the entry before the count, whose fold may wait for a
+// snapshot that must see it). Everything alloc_fast checked still holds: nothing ran in between.
+// Before it, every allocation of a snapshotting run took on_alloc (and every free on_free):
+// about 170 instructions more per malloc+free pair than without snapshots (bench_fastpath).
+HS_NOINLINE void *alloc_info(void *p, size_t n, uintptr_t ra) {
+  ThreadLocal &t = t_local;
+  uint8_t *s = shadow::find_fast(p);
+  sub_mem(t.countdown, int64_t(n));
+  shadow::set(s, uint8_t(usable::glibc_shadow_base(p) - n));
+  info::record(p, call_sites::intern(ra), uint32_t(coarse_rel_ns() / 1000000));
+  if (HS_UNLIKELY(count_alloc(t, n))) fold_heap(t);
+  return p;
+}
+
 HS_NOINLINE void free_slow(void *p) {
   on_free(p);
   real::fn.free(p);
@@ -161,6 +179,7 @@ HS_INLINE void *finish_alloc(void *p, size_t n, uint8_t fn) {
   int r = alloc_fast(t_local, p, n);
   if (HS_LIKELY(r == kFastDone)) return p;
   if (r == kFastFold) return alloc_fold(p);
+  if (r == kFastInfo) return alloc_info(p, n, RA());
   return alloc_slow(p, n, fn, RA());
 }
 

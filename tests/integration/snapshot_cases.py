@@ -656,6 +656,27 @@ def case_big_array(a):
 
 
 
+def case_realloc_moves(a):
+    """A block that realloc moved keeps its first allocation's site and time in a snapshot (the
+    live-block entry moves with it), in both of the shim's realloc paths: snapshot mode once took
+    realloc's fast path, which moved no entry (the moved blocks had none, or a dead block's)."""
+    r, path = record(a, "realloc_moves", [edges(a), "realloc_moves"], ["--snapshot-at-exit"])
+    check(r.returncode == 0, "program exits 0 (%s)" % r.stderr)
+    moved = int(r.stdout.split()[1])
+    check(moved >= 50, "most of the 100 reallocs moved their block (%d)" % moved)
+    d = hsnap_json(a, "snapshots", "--dump", "0", path)
+    small = [b for b in d["block_list"] if b["size"] == 24]
+    grown = [b for b in d["block_list"] if b["size"] == 5000]
+    check(len(small) == 100 and len(grown) == 100, "100 blocks of 24 bytes and 100 of 5,000 (%d, %d)" % (len(small), len(grown)))
+    sites = {b["call_site"] for b in small}
+    check(len(sites) == 1, "the 24-byte blocks share realloc_first's malloc call site (%s)" % sites)
+    bad = [b for b in grown if b["call_site"] not in sites]
+    check(not bad, "every grown block keeps that site: %d do not (%s)" % (len(bad), [b["call_site"] for b in bad[:5]]))
+    late = max(b["time_ms"] for b in small) + 50
+    bad = [b for b in grown if b["time_ms"] > late]
+    check(not bad, "and its allocation time, before the 100 ms pause: %d do not (%s)" % (len(bad), [b["time_ms"] for b in bad[:5]]))
+
+
 def case_mmap_pool(a):
     """A pool whose arena is the program's own mmap (a GC heap): the arena is heap, not a root, so
     what only its free room or a dead object's stale bytes point to is lost."""

@@ -42,6 +42,9 @@
 //                 malloc block held only from the arena's free room. B and the block are lost.
 //   churn         malloc and free of 64 MiB in a loop for 0.5 s: the peak is 64 MiB.
 //   requests N    N calls of heapsnap_snapshot("rK") back to back, then exit.
+//   realloc_moves 200 blocks of 24 bytes from realloc_first (one malloc call), 100 ms, then 100 of
+//                 them grown to 5,000 bytes by realloc (moved), all held by a global; prints
+//                 "moved N": a block keeps its first allocation's site and time in a snapshot.
 //   grow          100 blocks of 100 bytes from grow_first, SIGUSR2 (a snapshot when recorded with
 //                 --snapshot-on-signal=USR2), then 50 of 200 bytes from grow_second, SIGUSR2.
 #define _GNU_SOURCE
@@ -448,6 +451,28 @@ static int grow(void) {
   return 0;
 }
 
+static void *g_realloced[200];
+
+__attribute__((noinline)) static void realloc_first(void) {
+  for (int i = 0; i < 200; i++) {
+    g_realloced[i] = malloc(24);
+    memset(g_realloced[i], 0, 24);
+  }
+}
+
+static int realloc_moves(void) {
+  realloc_first();
+  usleep(100000);
+  int moved = 0;
+  for (int i = 0; i < 200; i += 2) {
+    void *old = g_realloced[i];
+    g_realloced[i] = realloc(old, 5000);
+    moved += g_realloced[i] != old;
+  }
+  printf("moved %d\n", moved);
+  return 0;
+}
+
 int main(int argc, char **argv) {
   setvbuf(stdout, NULL, _IONBF, 0);
   const char *m = argc > 1 ? argv[1] : "";
@@ -471,6 +496,7 @@ int main(int argc, char **argv) {
   if (!strcmp(m, "tls")) return tls();
   if (!strcmp(m, "mmap_pool")) return mmap_pool();
   if (!strcmp(m, "churn")) return churn();
+  if (!strcmp(m, "realloc_moves")) return realloc_moves();
   fprintf(stderr, "usage: snapshot_edges merged|exit_threads|fork|peak|peak_threads|grow|big_array|static_pool\n");
   return 2;
 }

@@ -318,7 +318,9 @@ HS_EXPORT void *realloc(void *old, size_t n) {
   // the general path).
   if (!old) return finish_alloc(real::fn.malloc(n), n, kReallocFn);
   ThreadLocal &t = t_local;
-  if (HS_LIKELY(n && !t.guard_word)) {  // outside the tracer, registered
+  // (With snapshots, do_realloc: the block's live-block entry, its first allocation's site and
+  // time, moves with it.)
+  if (HS_LIKELY(n && !t.guard_word && !info::enabled)) {  // outside the tracer, registered
     uint8_t *s = shadow::find_fast(old);  // nullptr too when the fast paths are off
     if (HS_LIKELY(s)) {
       uint8_t v = shadow::get(s);

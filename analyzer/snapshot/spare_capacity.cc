@@ -39,7 +39,9 @@ SpareCapacity spare_capacity_edges(const HeapSnapshot &s) {
       if (v.pointer >= edges || s.edge_interior[v.pointer]) continue;
       buffer = s.edge_target[v.pointer];
     }
-    if (buffer >= s.blocks() || v.capacity != s.size[buffer] || v.size >= v.capacity) continue;
+    // (Size 0 is left alone: a std::deque's start iterator, cur == first and last at the end of
+    // its first chunk, reads as an empty vector of the chunk, whose elements from cur on live.)
+    if (buffer >= s.blocks() || v.capacity != s.size[buffer] || v.size == 0 || v.size >= v.capacity) continue;
     if (!s.type.empty() && s.type[buffer]) continue;
     cand.push_back({buffer, v.size, i});
   }

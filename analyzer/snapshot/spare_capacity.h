@@ -9,7 +9,8 @@
 // A drop that is wrong makes live memory look unreachable, so a buffer is confirmed only when
 // everything agrees: the triple's begin is a start pointer to the buffer, its capacity is the
 // buffer's requested size exactly (allocator<T>::allocate(n) asks for n * sizeof(T)), its size
-// below that; exactly one triple names the buffer (one owner: a second header, or a stale copy
+// below that and above 0 (an empty vector's buffer is left as it is: a std::deque iterator at the
+// start of a chunk has the same three words); exactly one triple names the buffer (one owner: a second header, or a stale copy
 // of one, makes it no vector); the buffer has no vtable (a polymorphic object is no buffer);
 // and the triple's own word does not lie in another confirmed buffer's spare capacity (a stale
 // header inside a vector<vector<T>>'s spare room names a block that may since be something else).

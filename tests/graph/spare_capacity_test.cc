@@ -99,6 +99,11 @@ TEST_CASE("a buffer's edges stay when a drop could be wrong") {
     s.vectors[0].size = 80;
     CHECK(dropped(s) == 0);
   }
+  SUBCASE("size 0: a std::deque's start iterator (cur == first, last) looks like an empty vector") {
+    HeapSnapshot s = vector_heap();
+    s.vectors.push_back({0, false, 0, 64});
+    CHECK(dropped(s) == 0);
+  }
   SUBCASE("two headers name the buffer (not one owner), even with the same size") {
     HeapSnapshot s = vector_heap();
     s.vectors.push_back({0, false, 16, 64});

@@ -19,7 +19,7 @@ class DecodedBatch;  // decoded_batch.h
 struct DecodeRing;   // capture_reader.cc
 
 inline constexpr uint16_t kReaderMajor = 3;  // and every older one
-inline constexpr uint16_t kReaderMinor = 4;  // 3.3: SnapshotMemory; 3.4: Totals.rss_parts
+inline constexpr uint16_t kReaderMinor = 5;  // 3.3: SnapshotMemory; 3.4: Totals.rss_parts; 3.5: vector triples
 // A frame's decompressed size above this is treated as damage (the writer cuts at 8 MiB; 2 MiB
 // in format 2, 8 MiB before 52f3b95).
 inline constexpr uint64_t kMaxFrameBytes = 256ull << 20;

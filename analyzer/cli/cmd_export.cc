@@ -125,7 +125,7 @@ int run_graph_json(const ExportOpts &o) {
   snapshot::HeapSnapshot s;
   snapshot::LoadOptions lo;
   lo.identity = false;
-  lo.edge_offsets = false;
+  lo.edge_offsets = true;  // (the spare capacity of vectors is found by offset: snapshot/spare_capacity.h)
   if (!load_chosen_snapshot(a, &s, lo)) return kExitInput;
   auto g = snapshot::build_object_graph(s, o.interior == "on", false);
   replay::ReplayResult ctx = load_capture_context(o.file);

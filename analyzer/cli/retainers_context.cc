@@ -17,7 +17,7 @@ bool load(const SnapshotArgs &a, Context *c, bool with_children, bool print_stat
   c->capture = load_capture_context(a.file);
   snapshot::LoadOptions lo;
   lo.identity = false;
-  lo.edge_offsets = need_edges;
+  lo.edge_offsets = true;  // (the spare capacity of vectors is found by offset: snapshot/spare_capacity.h)
   if (!load_chosen_snapshot(a, &c->snap, lo)) return false;
   const double read_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   // The roots as objects: each module's data words split by its variables' symbols.

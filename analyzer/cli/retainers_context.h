@@ -68,6 +68,9 @@ struct GraphStatsReport {
             double(st.snapshot_bytes) / n, double(st.graph_bytes) / n,
             st.edges ? double(st.target_bytes) / double(st.edges) : 0.0,
             double(st.dominator_bytes) / n, double(st.retained_bytes) / n);
+    fprintf(stderr, "stale edges: %s dropped from the spare capacity of %s vector buffers (%s vector headers seen)\n",
+            human_count(st.spare_edges).c_str(), human_count(st.vector_buffers).c_str(),
+            human_count(st.vector_headers).c_str());
   }
 };
 

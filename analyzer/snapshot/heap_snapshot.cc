@@ -162,7 +162,8 @@ size_t HeapSnapshot::memory_bytes() const {
   return addr.memory_bytes() + size.memory_bytes() + call_site.memory_bytes() + id.capacity() * 8 +
          (stack.capacity() + time_ms.capacity() + pool.capacity()) * 4 + edge_begin.capacity() * 4 +
          edge_target.capacity() * 4 + edge_offset.capacity() * 4 + edge_interior.capacity() / 8 +
-         root_target.capacity() * 4 + root_offset.capacity() * 8 + root_interior.capacity() / 8 + type.capacity() * 4;
+         root_target.capacity() * 4 + root_offset.capacity() * 8 + root_interior.capacity() / 8 + type.capacity() * 4 +
+         vectors.capacity() * sizeof(VectorHeader);
 }
 
 }  // namespace heapsnap::snapshot

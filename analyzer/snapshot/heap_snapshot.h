@@ -199,6 +199,16 @@ struct HeapSnapshot {
   std::vector<uint32_t> root_target;
   std::vector<uint64_t> root_offset;
   std::vector<bool> root_interior;
+  // Vector-like headers the scan saw (format 3.5, SnapshotEdges/SnapshotRoots vector_*): the
+  // edge (from_root false: an index into edge_target) or root pointer (true: into root_target)
+  // whose word is a begin/finish/end_of_storage triple's begin, with finish - begin (size) and
+  // end - begin (capacity) in bytes. As recorded: build_object_graph checks them.
+  struct VectorHeader {
+    uint32_t pointer;
+    bool from_root;
+    uint64_t size, capacity;
+  };
+  std::vector<VectorHeader> vectors;
   // Wall time load_snapshot took.
   double load_s = 0;
 

@@ -188,6 +188,10 @@ bool Loader::edges(const Edges &e, const capture::RecordPos &pos, bool now) {
     fail(pos, "edge columns of unequal length");
     return false;
   }
+  if (e.vector_edge_count() != e.vector_size_count() || e.vector_edge_count() != e.vector_capacity_count()) {
+    fail(pos, "vector columns of unequal length");
+    return false;
+  }
   const uint64_t record = record_++;
   const uint64_t sources = e.from_count(), targets = e.to_count(), offsets = e.offset_count();
   run(0, now, [this, e = Edges(e), record, pos, sources, targets, offsets]() mutable {
@@ -226,8 +230,9 @@ bool Loader::edges(const Edges &e, const capture::RecordPos &pos, bool now) {
       }
     }
   });
-  run(1, now, [this, e = Edges(e), record, sources, targets, offsets]() mutable {
+  run(1, now, [this, e = Edges(e), record, pos, sources, targets, offsets]() mutable {
     if (stopped(record)) return;
+    const uint64_t first_edge = s_.edge_interior.size();
     const uint64_t interiors = e.interior_count();
     uint64_t interior_at = 0, next_interior = interiors ? e.interior_edge() : UINT64_MAX, t = 0;
     for (uint64_t k = 0; k < sources; ++k) {
@@ -243,6 +248,18 @@ bool Loader::edges(const Edges &e, const capture::RecordPos &pos, bool now) {
         }
         s_.edge_interior.push_back(interior);
       }
+    }
+    // The vector headers: ordinals ascending, each an edge of this record.
+    uint64_t ordinal = 0;
+    for (uint64_t i = 0, n = e.vector_edge_count(); i < n; ++i) {
+      const uint64_t delta = e.vector_edge();
+      ordinal += delta;
+      if ((i && !delta) || ordinal < delta || ordinal >= t) {
+        note(lane_[1], record, 2, pos, "vector edge " + std::to_string(ordinal) + " out of range or order");
+        return;
+      }
+      const uint64_t size = e.vector_size(), capacity = e.vector_capacity();
+      s_.vectors.push_back({uint32_t(first_edge + ordinal), false, size, capacity});
     }
   });
   return true;
@@ -284,6 +301,20 @@ bool load_roots(const wire::SnapshotRoots &rt, HeapSnapshot &s, Loader &l, const
       next_inter = inter_at < rt.interior_edge_size() ? next_inter + rt.interior_edge(inter_at) : UINT64_MAX;
     }
     s.root_interior.push_back(interior);
+  }
+  if (rt.vector_root_size() != rt.vector_size_size() || rt.vector_root_size() != rt.vector_capacity_size()) {
+    l.fail(pos, "root vector columns of unequal length");
+    return false;
+  }
+  uint64_t ordinal = 0;
+  for (int i = 0; i < rt.vector_root_size(); ++i) {
+    const uint64_t delta = rt.vector_root(i);
+    ordinal += delta;
+    if ((i && !delta) || ordinal < delta || ordinal >= uint64_t(rt.target_delta_size())) {
+      l.fail(pos, "root vector pointer " + std::to_string(ordinal) + " out of range or order");
+      return false;
+    }
+    s.vectors.push_back({uint32_t(range.first + ordinal), true, rt.vector_size(i), rt.vector_capacity(i)});
   }
   s.roots.push_back(std::move(range));
   return true;

@@ -5,6 +5,7 @@
 #include <stdexcept>
 
 #include "snapshot/reachability.h"
+#include "snapshot/spare_capacity.h"
 
 namespace heapsnap::snapshot {
 
@@ -45,21 +46,22 @@ void free_vector(std::vector<T> &v) {
 // shift by one node and by the super root's edges (`front`), which go in front of the targets;
 // targets become node ids (block + 1). The nodes after the blocks (root objects, the leak node)
 // have their edges (`extra_off`, relative, and `extra_tgt`, node ids) after the blocks'.
-// `off` and `tgt` hold a copy of (or are) s.edge_begin and s.edge_target.
-void to_object_csr(const HeapSnapshot &s, bool follow_interior, const std::vector<uint32_t> &front,
+// `off` and `tgt` hold a copy of (or are) s.edge_begin and s.edge_target. Edges `drop` marks (when
+// not empty: a vector's spare capacity) are left out.
+void to_object_csr(const HeapSnapshot &s, bool follow_interior, const std::vector<bool> &drop, const std::vector<uint32_t> &front,
                    const std::vector<uint32_t> &extra_off, const std::vector<uint32_t> &extra_tgt,
                    std::vector<uint32_t> &off, std::vector<uint32_t> &tgt, graph::CsrGraph &csr) {
   const uint32_t blocks = s.blocks();
   if (off.empty() && tgt.empty()) off.assign(size_t(blocks) + 1, 0);  // a snapshot without edge arrays
   if (off.size() != size_t(blocks) + 1 || off.back() != tgt.size())
     throw std::invalid_argument("object graph: inconsistent snapshot edge arrays");
-  if (!follow_interior) {  // drop the interior edges, in place
+  if (!follow_interior || !drop.empty()) {  // drop the interior edges (or the stale ones), in place
     uint32_t out = 0, begin = off[0];
     for (uint32_t b = 0; b < blocks; ++b) {
       const uint32_t end = off[b + 1];
       off[b] = out;
       for (uint32_t k = begin; k < end; ++k)
-        if (!s.edge_interior[k]) tgt[out++] = tgt[k];
+        if ((follow_interior || !s.edge_interior[k]) && (drop.empty() || !drop[k])) tgt[out++] = tgt[k];
       begin = end;
     }
     off[blocks] = out;
@@ -130,8 +132,12 @@ ObjectGraph build_object_graph(HeapSnapshot &s, const GraphOptions &o) {
       front = RootRangesBuilder::nodes(g.root_range);
     }
   }
+  SpareCapacity spare = spare_capacity_edges(s);
+  g.stats.vector_headers = spare.triples;
+  g.stats.vector_buffers = spare.buffers;
+  g.stats.spare_edges = spare.dropped;
   if (o.release_edges) {
-    to_object_csr(s, o.follow_interior, front, extra_off, extra_tgt, s.edge_begin, s.edge_target, g.csr);
+    to_object_csr(s, o.follow_interior, spare.drop, front, extra_off, extra_tgt, s.edge_begin, s.edge_target, g.csr);
     free_vector(s.edge_begin);
     free_vector(s.edge_target);
     free_vector(s.edge_offset);
@@ -142,8 +148,9 @@ ObjectGraph build_object_graph(HeapSnapshot &s, const GraphOptions &o) {
     off.assign(s.edge_begin.begin(), s.edge_begin.end());
     tgt.reserve(s.edge_target.size() + front.size() + extra_tgt.size());
     tgt.assign(s.edge_target.begin(), s.edge_target.end());
-    to_object_csr(s, o.follow_interior, front, extra_off, extra_tgt, off, tgt, g.csr);
+    to_object_csr(s, o.follow_interior, spare.drop, front, extra_off, extra_tgt, off, tgt, g.csr);
   }
+  free_vector(spare.drop);
   free_vector(front);
   free_vector(extra_off);
   free_vector(extra_tgt);

@@ -32,6 +32,9 @@ struct GraphStats {
   size_t target_bytes = 0;  // of graph_bytes, the edge targets'
 
   uint64_t nodes = 0, edges = 0, reachable = 0;
+  // Vector-like headers in the snapshot, the buffers confirmed, and the edges from their spare
+  // capacity left out (snapshot/spare_capacity.h).
+  uint64_t vector_headers = 0, vector_buffers = 0, spare_edges = 0;
 };
 
 // Per node, the first root range (index into HeapSnapshot::roots) pointing at it directly, or

@@ -1,5 +1,7 @@
 #include "snapshot/reachability.h"
 
+#include "snapshot/spare_capacity.h"
+
 namespace heapsnap::snapshot {
 
 const char *reach_name(Reach r) {
@@ -18,6 +20,9 @@ Reachability classify(const HeapSnapshot &s, bool follow_interior) {
   r.state.assign(n, Reach::kUnreached);
   r.leader.assign(n, UINT32_MAX);
   std::vector<uint32_t> stack;
+  // A vector's spare capacity holds stale words, no pointers (snapshot/spare_capacity.h).
+  const std::vector<bool> drop = spare_capacity_edges(s).drop;
+  auto stale = [&](uint64_t k) { return !drop.empty() && drop[k]; };
   // A pointer from a definite source (a root or a reachable block) to a block's start makes it
   // reachable; any other pointer makes an unreached block possible. Upgrades push the block again.
   auto push = [&](uint32_t to, bool interior, bool definite_source) {
@@ -37,7 +42,8 @@ Reachability classify(const HeapSnapshot &s, bool follow_interior) {
     uint32_t b = stack.back();
     stack.pop_back();
     bool definite = r.state[b] == Reach::kReachable;
-    for (uint64_t k = s.edge_begin[b]; k < s.edge_begin[b + 1]; ++k) push(s.edge_target[k], s.edge_interior[k], definite);
+    for (uint64_t k = s.edge_begin[b]; k < s.edge_begin[b + 1]; ++k)
+      if (!stale(k)) push(s.edge_target[k], s.edge_interior[k], definite);
   }
   // Leak cliques, in address order as memcheck does: every unreached block still unclaimed leads
   // a clique of what it reaches; an earlier leader reached later joins the later clique.
@@ -49,7 +55,7 @@ Reachability classify(const HeapSnapshot &s, bool follow_interior) {
       uint32_t x = stack.back();
       stack.pop_back();
       for (uint64_t k = s.edge_begin[x]; k < s.edge_begin[x + 1]; ++k) {
-        if (s.edge_interior[k] && !follow_interior) continue;
+        if ((s.edge_interior[k] && !follow_interior) || stale(k)) continue;
         uint32_t t = s.edge_target[k];
         if (t == b) continue;
         Reach &st = r.state[t];

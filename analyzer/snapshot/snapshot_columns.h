@@ -56,7 +56,7 @@ class PackedColumn {
 
 // A message's scalar varint fields and packed columns, by field number (1..kMaxField).
 struct RawMessage {
-  static constexpr uint32_t kMaxField = 9;
+  static constexpr uint32_t kMaxField = 10;
   // packed / scalar: bit f set for each field f of that kind. False: not in the shim's layout or
   // not valid (see above).
   bool parse(const uint8_t *p, size_t n, uint32_t packed, uint32_t scalar);
@@ -92,7 +92,7 @@ class RawBlocks {
 // SnapshotEdges, raw.
 class RawEdges {
  public:
-  bool parse(const uint8_t *p, size_t n) { return m_.parse(p, n, 0x7c, 0x82); }
+  bool parse(const uint8_t *p, size_t n) { return m_.parse(p, n, 0x77c, 0x82); }
   uint32_t index() const { return uint32_t(m_.value[1]); }
   uint32_t base_block() const { return uint32_t(m_.value[7]); }
   size_t from_count() const { return m_.column[2].count(); }
@@ -105,6 +105,12 @@ class RawEdges {
   int64_t to_delta() { return m_.column[4].s(); }
   uint64_t interior_edge() { return m_.column[5].u(); }
   uint32_t offset() { return uint32_t(m_.column[6].u()); }
+  size_t vector_edge_count() const { return m_.column[8].count(); }
+  size_t vector_size_count() const { return m_.column[9].count(); }
+  size_t vector_capacity_count() const { return m_.column[10].count(); }
+  uint64_t vector_edge() { return m_.column[8].u(); }
+  uint64_t vector_size() { return m_.column[9].u(); }
+  uint64_t vector_capacity() { return m_.column[10].u(); }
 
  private:
   RawMessage m_;
@@ -159,7 +165,8 @@ class ProtoEdges {
  public:
   explicit ProtoEdges(const wire::SnapshotEdges &e)
       : e_(e), from_(e.from_delta()), count_(e.count()), to_(e.to_delta()), interior_(e.interior_edge()),
-        offset_(e.offset()) {}
+        offset_(e.offset()), vector_edge_(e.vector_edge()), vector_size_(e.vector_size()),
+        vector_capacity_(e.vector_capacity()) {}
   uint32_t index() const { return e_.index(); }
   uint32_t base_block() const { return e_.base_block(); }
   size_t from_count() const { return from_.count(); }
@@ -172,6 +179,12 @@ class ProtoEdges {
   int64_t to_delta() { return to_.next(); }
   uint64_t interior_edge() { return interior_.next(); }
   uint32_t offset() { return offset_.next(); }
+  size_t vector_edge_count() const { return vector_edge_.count(); }
+  size_t vector_size_count() const { return vector_size_.count(); }
+  size_t vector_capacity_count() const { return vector_capacity_.count(); }
+  uint64_t vector_edge() { return vector_edge_.next(); }
+  uint64_t vector_size() { return vector_size_.next(); }
+  uint64_t vector_capacity() { return vector_capacity_.next(); }
 
  private:
   const wire::SnapshotEdges &e_;
@@ -179,6 +192,7 @@ class ProtoEdges {
   ProtoCursor<google::protobuf::RepeatedField<int64_t>> to_;
   ProtoCursor<google::protobuf::RepeatedField<uint64_t>> interior_;
   ProtoCursor<google::protobuf::RepeatedField<uint32_t>> offset_;
+  ProtoCursor<google::protobuf::RepeatedField<uint64_t>> vector_edge_, vector_size_, vector_capacity_;
 };
 
 }  // namespace heapsnap::snapshot

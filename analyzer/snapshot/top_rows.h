@@ -7,6 +7,7 @@
 #pragma once
 #include <cstdint>
 #include <functional>
+#include <span>
 #include <utility>
 #include <vector>
 
@@ -24,6 +25,8 @@ struct RootChildren {
   void build(const ObjectGraph &g);                 // one sequential pass over the dominators
   uint32_t rep_of(const ObjectGraph &g, uint32_t v) const { return g.is_root(v) ? rep[g.root_object(v)] : v; }
   std::vector<uint32_t> kids_of(uint32_t root_object) const;
+  // The (root object, node) pairs of one root object, without a copy (millions for a static list).
+  std::span<const std::pair<uint32_t, uint32_t>> kid_pairs(uint32_t root_object) const;
 };
 
 struct TopRow {

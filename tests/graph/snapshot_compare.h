@@ -28,6 +28,11 @@ inline std::string snapshot_difference(const HeapSnapshot &a, bool ok_a, const s
   if (a.edge_offset != b.edge_offset) return "edge_offset";
   if (a.edge_interior != b.edge_interior) return "edge_interior";
   if (a.type != b.type || a.type_names != b.type_names) return "types";
+  if (a.vectors.size() != b.vectors.size()) return "vector headers";
+  for (size_t i = 0; i < a.vectors.size(); ++i)
+    if (a.vectors[i].pointer != b.vectors[i].pointer || a.vectors[i].from_root != b.vectors[i].from_root ||
+        a.vectors[i].size != b.vectors[i].size || a.vectors[i].capacity != b.vectors[i].capacity)
+      return "vector header " + std::to_string(i);
   if (a.root_target != b.root_target || a.root_offset != b.root_offset || a.root_interior != b.root_interior ||
       a.roots.size() != b.roots.size())
     return "roots";

@@ -32,7 +32,7 @@ struct TempPath {
 
 // The records of a snapshot of n blocks (serialized), as the shim lays them out, in records of
 // `per` blocks and edge records of about `per` sources: random sizes (some of 4 GiB and more),
-// sites, far-apart addresses now and then, pools, ids, interior edges.
+// sites, far-apart addresses now and then, pools, ids, interior edges, vector headers.
 std::vector<std::string> snapshot_records(uint32_t n, uint32_t per, uint64_t seed, uint32_t index = 0) {
   std::mt19937_64 rng(seed);
   std::vector<std::string> out;
@@ -67,7 +67,7 @@ std::vector<std::string> snapshot_records(uint32_t n, uint32_t per, uint64_t see
   r.Clear();
   auto *e = r.mutable_snapshot_edges();
   uint32_t prev_source = 0, sources = 0;
-  uint64_t ordinal = 0, last_interior = 0;
+  uint64_t ordinal = 0, last_interior = 0, last_vector = 0;
   bool open = false;
   for (uint32_t v = 0; v < n; ++v) {
     if (rng() % 3 == 0) continue;
@@ -76,7 +76,7 @@ std::vector<std::string> snapshot_records(uint32_t n, uint32_t per, uint64_t see
       e->set_base_block(v);
       prev_source = v;
       open = true;
-      ordinal = last_interior = 0;
+      ordinal = last_interior = last_vector = 0;
     }
     e->add_from_delta(v - prev_source);
     prev_source = v;
@@ -88,6 +88,11 @@ std::vector<std::string> snapshot_records(uint32_t n, uint32_t per, uint64_t see
       if (rng() % 5 == 0) {
         e->add_interior_edge(ordinal - last_interior);
         last_interior = ordinal;
+      } else if (rng() % 6 == 0) {
+        e->add_vector_edge(ordinal - last_vector);
+        last_vector = ordinal;
+        e->add_vector_size(8 * (rng() % 8));
+        e->add_vector_capacity(64 + 8 * (rng() % 8));
       }
     }
     if (++sources % per == 0) {
@@ -215,6 +220,15 @@ TEST_CASE("raw and protobuf decoders fail alike on each check") {
   CHECK(edges_only(edges_msg(1990, {0}, {2}, {1}, {0})).find("edge targets run short") != std::string::npos);
   CHECK(edges_only(edges_msg(1990, {0}, {2}, {1, 1}, {0})).find("edge targets run short") != std::string::npos);
   CHECK(edges_only(edges_msg(1990, {0, 1}, {0}, {}, {})).find("edge columns of unequal length") != std::string::npos);
+  // Vector headers (format 3.5): columns of unequal length, an ordinal past the record's edges, one twice.
+  const std::string two = edges_msg(1, {0, 2}, {1, 1}, {2, 3}, {0, 8});
+  CHECK(edges_only(two + field(8, 2, packed({1})) + field(9, 2, packed({8})) + field(10, 2, packed({16}))).empty());
+  CHECK(edges_only(two + field(8, 2, packed({1})) + field(9, 2, packed({8}))).find("vector columns of unequal length") !=
+        std::string::npos);
+  CHECK(edges_only(two + field(8, 2, packed({2})) + field(9, 2, packed({8})) + field(10, 2, packed({16})))
+            .find("vector edge 2 out of range or order") != std::string::npos);
+  CHECK(edges_only(two + field(8, 2, packed({1, 0})) + field(9, 2, packed({8, 8})) + field(10, 2, packed({16, 16})))
+            .find("vector edge 1 out of range or order") != std::string::npos);
   // Encodings the raw decoder leaves to libprotobuf: a varint of 11 bytes and one cut by its
   // column's end (the record does not parse: skipped, so the next block record is out of order),
   // a column in two chunks and an unpacked one (valid: the same blocks), field 0, a group.

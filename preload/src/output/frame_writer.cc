@@ -20,7 +20,7 @@ namespace hs::frames {
 namespace {
 
 constexpr uint16_t kFormatMajor = 3;  // 3: a frame spans flushes; 2: alloc_fn and moved in the event kind
-constexpr uint16_t kFormatMinor = 4;  // 3.1: FlushEnd records; 3.2: SnapshotTypes records; 3.3: SnapshotMemory; 3.4: Totals.rss_parts
+constexpr uint16_t kFormatMinor = 5;  // 3.1: FlushEnd records; 3.2: SnapshotTypes records; 3.3: SnapshotMemory; 3.4: Totals.rss_parts; 3.5: vector triples
 // Records per frame, before compression. A frame stays open across the writer's flushes (each
 // one ends with ZSTD_e_flush: everything flushed is in the file as whole blocks) until it holds
 // this much, so that it compresses against the records of earlier flushes. On sqlite3's 58 MB

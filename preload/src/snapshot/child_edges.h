@@ -18,12 +18,14 @@ struct EdgeRecord {
   wire::Buf *out = nullptr;   // where finished records go
   uint32_t index = 0;         // the snapshot's number
   wire::Buf from, count, to, interior, offset;
-  uint32_t base = 0, prev_source = 0, edges = 0, prev_interior = 0;
+  wire::Buf vec_edge, vec_size, vec_cap;  // vector-like triples (vector_note)
+  uint32_t base = 0, prev_source = 0, edges = 0, prev_interior = 0, prev_vector = 0;
   bool open = false;
   bool lost = false;  // a record's column could not grow: it was not written (sticky: clear() forgets)
-  uint64_t total = 0, total_interior = 0;  // edges, and interior ones, of every record
+  uint64_t total = 0, total_interior = 0, total_vectors = 0;  // edges, interior ones, triples: every record
   bool columns_failed() const {
-    return from.failed() || count.failed() || to.failed() || interior.failed() || offset.failed();
+    return from.failed() || count.failed() || to.failed() || interior.failed() || offset.failed() ||
+           vec_edge.failed() || vec_size.failed() || vec_cap.failed();
   }
   bool failed() const { return lost || columns_failed() || out->failed(); }
 };
@@ -39,6 +41,11 @@ inline void write_edge_record(EdgeRecord &e) {
   if (e.interior.size()) o.len(5, e.interior.data(), e.interior.size());
   o.len(6, e.offset.data(), e.offset.size());
   o.u64(7, e.base);
+  if (e.vec_edge.size()) {
+    o.len(8, e.vec_edge.data(), e.vec_edge.size());
+    o.len(9, e.vec_size.data(), e.vec_size.size());
+    o.len(10, e.vec_cap.data(), e.vec_cap.size());
+  }
   wire::end_record(o, m);
 }
 
@@ -58,6 +65,9 @@ inline bool edge_record_flush(EdgeRecord &e) {
   e.to.clear();
   e.interior.clear();
   e.offset.clear();
+  e.vec_edge.clear();
+  e.vec_size.clear();
+  e.vec_cap.clear();
   e.open = false;
   e.edges = 0;
   return true;
@@ -73,6 +83,7 @@ HS_INLINE void edge_add(EdgeRecord &e, uint32_t i, uint32_t target, uint64_t off
     e.base = i;
     e.prev_source = i;
     e.prev_interior = 0;
+    e.prev_vector = 0;
   }
   e.to.varint(wire::zigzag(int64_t(target) - int64_t(i)));
   e.offset.varint(offset);
@@ -82,6 +93,29 @@ HS_INLINE void edge_add(EdgeRecord &e, uint32_t i, uint32_t target, uint64_t off
     ++e.total_interior;
   }
   ++e.edges;
+}
+
+// Whether three words at a pointer's place, begin (== block t's start), finish and end, are a
+// std::vector's header (libstdc++'s _M_start, _M_finish, _M_end_of_storage; libc++ has the same
+// three): begin <= finish < end, end one past t's requested size (a vector's buffer is exactly
+// its capacity: allocator<T>::allocate(n) asks for n * sizeof(T)). A finish at end leaves no spare
+// capacity: nothing to say. *size: finish - begin. Cheap tests first: most start pointers are
+// followed by words that are no pointers at all, and t's size is only read when these pass.
+HS_INLINE bool vector_triple(const Child &c, uint32_t t, uint64_t begin, uint64_t finish, uint64_t end,
+                             uint64_t *size) {
+  if (finish < begin || end <= finish || end - begin != c.size[t]) return false;
+  *size = finish - begin;
+  return true;
+}
+
+// Notes the last edge added (ordinal e.edges - 1) as the start of a vector-like triple.
+HS_INLINE void vector_note(EdgeRecord &e, uint64_t size, uint64_t capacity) {
+  const uint32_t ordinal = e.edges - 1;
+  e.vec_edge.varint(ordinal - e.prev_vector);
+  e.prev_vector = ordinal;
+  e.vec_size.varint(size);
+  e.vec_cap.varint(capacity);
+  ++e.total_vectors;
 }
 
 // Ends block i's group of k edges. True when the record is full (the caller flushes it).
@@ -124,6 +158,8 @@ HS_INLINE bool scan_block(const Child &c, const ScanBounds &sb, EdgeRecord &e, u
     if (HS_UNLIKELY(v == a - sb.own_chunk) && sb.own_chunk) continue;
     last = t;
     edge_add(e, i, t, j * 8 > 0xffffffffu ? 0xffffffffu : j * 8, interior);
+    uint64_t live;
+    if (!interior && j + 2 < words && vector_triple(c, t, v, w[j + 1], w[j + 2], &live)) vector_note(e, live, c.size[t]);
     if (++k == kMaxEdgesPerBlock) break;
   }
   return k && edge_end_block(e, i, k);

@@ -118,8 +118,8 @@ HS_POPCNT_CLONES void scan_root(Child &c, int kind, uint64_t detail, uint64_t st
                                 bool always = false, bool glibc_arena_words = false) {
   start = (start + 7) & ~uint64_t(7);
   if (end <= start) return;
-  wire::Buf targets, offs, inter;
-  uint64_t prev_t = 0, prev_off = 0, count = 0, prev_inter = 0;
+  wire::Buf targets, offs, inter, vec_root, vec_size, vec_cap;
+  uint64_t prev_t = 0, prev_off = 0, count = 0, prev_inter = 0, prev_vec = 0;
   // Pages never touched (most of an 8 MiB thread stack) hold only zeros: mincore() tells which
   // are resident, so the scan reads only those (and does not fault the rest in).
   constexpr uint64_t kPage = 4096, kChunk = 256;
@@ -152,6 +152,16 @@ HS_POPCNT_CLONES void scan_root(Child &c, int kind, uint64_t detail, uint64_t st
       inter.varint(count - prev_inter);
       prev_inter = count;
     }
+    // A static or a stack's std::vector header (child_edges.h, vector_triple). (Its two other
+    // words are read even on a page mincore says is not resident: a read of the fork's memory.)
+    uint64_t live;
+    if (!interior && p + 24 <= end &&
+        vector_triple(c, t, v, reinterpret_cast<const uint64_t *>(p)[1], reinterpret_cast<const uint64_t *>(p)[2], &live)) {
+      vec_root.varint(count - prev_vec);
+      prev_vec = count;
+      vec_size.varint(live);
+      vec_cap.varint(c.size[t]);
+    }
     ++count;
   }
   ++c.roots;
@@ -173,6 +183,11 @@ HS_POPCNT_CLONES void scan_root(Child &c, int kind, uint64_t detail, uint64_t st
     if (thread_name(c, detail, tn)[0]) c.out.str(10, tn);
   }
   if (kind == 1) write_frames(c, detail, start, end);
+  if (vec_root.size() && !vec_root.failed() && !vec_size.failed() && !vec_cap.failed()) {
+    c.out.len(13, vec_root.data(), vec_root.size());
+    c.out.len(14, vec_size.data(), vec_size.size());
+    c.out.len(15, vec_cap.data(), vec_cap.size());
+  }
   wire::end_record(c.out, m);
   flush_frame(c, false);
 }

@@ -15,12 +15,6 @@
 
 using namespace heapsnap;
 
-namespace {
-
-uint64_t zig(int64_t v) { return (uint64_t(v) << 1) ^ uint64_t(v >> 63); }
-
-}  // namespace
-
 int main(int argc, char **argv) {
   if (argc < 4) {
     fprintf(stderr, "usage: synth_capture N heap|random|list|dlist|tree OUT.hsnap [SEED [incomplete]]\n");

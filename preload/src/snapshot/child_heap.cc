@@ -107,6 +107,43 @@ bool reserve_blocks(Child &c, uint64_t want) {
   return true;
 }
 
+// The latest block (at a, req bytes requested) into Child::runs: it extends the open run when
+// its chunk starts where the run's last one ends.
+HS_INLINE void note_run(Child &c, uint64_t a, uint64_t req) {
+  const uint32_t ch = c.chunk[c.n - 1];
+  if (ch < 32 || (ch & 15)) {
+    c.run_end = 0;
+    return;
+  }
+  // (live: what the walk counts as live of the chunk: the next chunk's prev_size word is usable)
+  const uint64_t live = req < ch - 16 ? req : ch - 16;
+  if (c.run_end && c.run_end == a - 16) {
+    Child::LiveRun &r = c.runs[c.nruns - 1];
+    ++r.count;
+    r.live += live;
+  } else {
+    if (c.nruns == c.runs_cap) {
+      const uint32_t want = c.runs_cap ? c.runs_cap * 2 : 65536;
+      auto *more = c.runs ? static_cast<Child::LiveRun *>(heap::grow(c.runs, size_t(want) * sizeof(Child::LiveRun)))
+                          : static_cast<Child::LiveRun *>(heap::alloc(size_t(want) * sizeof(Child::LiveRun)));
+      if (!more || want < c.runs_cap) {
+        c.runs_cap = UINT32_MAX;  // (never tried again: the walk goes chunk by chunk)
+        c.runs = nullptr;
+        c.nruns = 0;
+      } else {
+        c.runs = more;
+        c.runs_cap = want;
+      }
+    }
+    if (!c.runs) {
+      c.run_end = 0;
+      return;
+    }
+    c.runs[c.nruns++] = {c.n - 1, 1, live};
+  }
+  c.run_end = a - 16 + ch;
+}
+
 // 0x80 in each non-zero byte of x, 0 elsewhere.
 HS_INLINE uint64_t nonzero_bytes(uint64_t x) {
   constexpr uint64_t k7f = 0x7f7f7f7f7f7f7f7full;
@@ -198,6 +235,7 @@ HS_NOINLINE void enumerate_range(Child &c, long mi, uint64_t lo, uint64_t hi) {
         const uint64_t head = glibc ? reinterpret_cast<const uint64_t *>(a)[-1] : 0;
         uint8_t what = head & 2 ? kHoldsBlocksOnly : kHoldsHeap;
         c.chunk[c.n - 1] = head & 2 || head >> 32 ? 0 : uint32_t(head & ~uint64_t(7));
+        note_run(c, a, req);
         note_holds(c, mi, what);
         for (long j = mi + 1; j <= last && c.maps[j].start < a + usable; ++j) note_holds(c, j, what);
       }

@@ -11,6 +11,7 @@
 // tracer's tables: a read of a page never touched maps the zero page in the child, which mincore
 // counts as resident (smaps does not). HEAPSNAP_DEBUG=1 prints the mappings where the two views differ.
 #include <fcntl.h>
+#include <sys/syscall.h>
 #include <sys/mman.h>
 #include <unistd.h>
 
@@ -29,12 +30,16 @@ namespace hs::snapshot::child {
 using memory::Kind;
 using memory::kKinds;
 
-bool Meter::init(memory::SmapsEntry *entries, long count) {
-  e = entries;
-  n = count;
+void Meter::set_page() {
   long ps = sysconf(_SC_PAGESIZE);
   page = ps > 0 ? uint64_t(ps) : 4096;
   page_shift = unsigned(__builtin_ctzll(page));
+}
+
+bool Meter::init(memory::SmapsEntry *entries, long count, const uint8_t *(*taken)(uint64_t lo, uint64_t hi, void *ctx),
+                 void *ctx) {
+  e = entries;
+  n = count;
   vec = static_cast<uint8_t **>(heap::alloc_zeroed(size_t(n + 1) * sizeof(uint8_t *)));
   vec_failed = static_cast<bool *>(heap::alloc_zeroed(size_t(n + 1)));
   full = static_cast<bool *>(heap::alloc_zeroed(size_t(n + 1)));
@@ -45,9 +50,17 @@ bool Meter::init(memory::SmapsEntry *entries, long count) {
     if (!e[i].rss || !memory::is_splittable(e[i])) continue;
     size_t pages = size_t((e[i].end - e[i].start) / page);
     // (A reservation of more than 64 GiB is not split: a vector of 16 M entries and more.)
-    vec[i] = pages <= (size_t(1) << 24) ? static_cast<uint8_t *>(heap::alloc(pages + 1)) : nullptr;
-    // ENOMEM: the program mapped it after the fork; the child has none of it.
-    if (!vec[i] || mincore(reinterpret_cast<void *>(e[i].start), e[i].end - e[i].start, vec[i]) != 0) vec_failed[i] = true;
+    if (pages > (size_t(1) << 24)) {
+      vec_failed[i] = true;
+      continue;
+    }
+    // The vector memory_begin took, else one taken now (a mapping the child's maps did not have).
+    vec[i] = const_cast<uint8_t *>(taken(e[i].start, e[i].end, ctx));
+    if (!vec[i]) {
+      vec[i] = static_cast<uint8_t *>(heap::alloc(pages + 1));
+      // ENOMEM: the program mapped it after the fork; the child has none of it.
+      if (!vec[i] || mincore(reinterpret_cast<void *>(e[i].start), e[i].end - e[i].start, vec[i]) != 0) vec_failed[i] = true;
+    }
     if (vec_failed[i]) continue;
     size_t resident = 0;
     for (size_t pg = 0; pg < pages; ++pg) resident += vec[i][pg] & 1;
@@ -158,9 +171,11 @@ size_t claim_class(Meter &m, Claim *cl, size_t n, Claim *&taken, size_t nt) {
   return out;
 }
 
-// /proc/PID/smaps read whole into the child's arena (it may be megabytes: 1 KiB a mapping).
+// A /proc file read whole into the child's arena (smaps may be megabytes: 1 KiB a mapping). Raw
+// system calls: this runs on the background worker (child_threads.h: no errno there).
 char *read_whole(const char *path, size_t *len) {
-  int fd = open(path, O_RDONLY | O_CLOEXEC);
+  using threads::raw_syscall;
+  long fd = raw_syscall(SYS_openat, AT_FDCWD, long(path), O_RDONLY | O_CLOEXEC);
   if (fd < 0) return nullptr;
   size_t cap = size_t(1) << 20, n = 0;
   char *buf = static_cast<char *>(heap::alloc(cap));
@@ -170,26 +185,29 @@ char *read_whole(const char *path, size_t *len) {
       cap *= 2;
       if (!buf) break;
     }
-    ssize_t r = read(fd, buf + n, cap - n);
-    if (r < 0 && errno == EINTR) continue;
+    long r = raw_syscall(SYS_read, fd, long(buf + n), long(cap - n));
+    if (r == -EINTR) continue;
     if (r <= 0) break;
     n += size_t(r);
   }
-  close(fd);
+  raw_syscall(SYS_close, fd);
   *len = n;
   return buf;
 }
 
-uint64_t vm_rss(uint64_t pid) {
-  char path[64], buf[4096];
-  snprintf(path, sizeof(path), "/proc/%lu/status", (unsigned long)pid);
-  if (read_small_file(path, buf, sizeof(buf)) <= 0) return 0;
-  const char *p = strstr(buf, "VmRSS:");
+uint64_t vm_rss(const char *status_path) {
+  size_t len = 0;
+  const char *buf = read_whole(status_path, &len);
+  if (!buf) return 0;
+  static const char kKey[] = "VmRSS:";
+  const char *p = nullptr;
+  for (size_t i = 0; i + sizeof(kKey) - 1 <= len && !p; ++i)
+    if (memcmp(buf + i, kKey, sizeof(kKey) - 1) == 0 && (i == 0 || buf[i - 1] == '\n')) p = buf + i + sizeof(kKey) - 1;
   if (!p) return 0;
-  p += 6;
-  while (*p == ' ' || *p == '\t') ++p;
+  const char *end = buf + len;
+  while (p < end && (*p == ' ' || *p == '\t')) ++p;
   uint64_t v = 0;
-  while (*p >= '0' && *p <= '9') v = v * 10 + uint64_t(*p++ - '0');
+  while (p < end && *p >= '0' && *p <= '9') v = v * 10 + uint64_t(*p++ - '0');
   return v * 1024;
 }
 
@@ -206,17 +224,38 @@ memory::SmapsEntry *read_smaps(const char *path, long *n) {
   return *n >= 0 ? entries : nullptr;
 }
 
-// Resident bytes of [lo, hi) in the child now (a mapping merged with the child's arena: its part
-// outside the arena).
-uint64_t resident_now(uint64_t lo, uint64_t hi, void *) {
-  const uint64_t page = uint64_t(sysconf(_SC_PAGESIZE));
+// The program's /proc reads, on the background worker while the blocks are enumerated: its smaps
+// (for its file mappings, which fork did not copy: see smaps.h, merge_fork_image) and its
+// VmRSS. The kernel's walk of its page tables for smaps is half the breakdown's cost (about
+// 12 ms per GiB resident). The child's own smaps cannot be read so: the enumeration's reads of
+// file-backed private mappings (the shim's own tables among them) fault their pages into the
+// child's copy, which would then hold more than the fork did.
+void read_program(void *arg) {
+  auto &ms = *static_cast<MemoryState *>(arg);
+  uint64_t t = mono_ns();
+  ms.program = read_smaps(ms.program_path, &ms.n_program);
+  ms.status_rss = vm_rss(ms.status_path);
+  ms.step_ns[MemoryState::kProgramSmaps] = mono_ns() - t;
+}
+
+// The residency vectors memory_begin took, looked up by range: the piece that holds all of
+// [lo, hi), else null.
+const Residency *residency_of(const MemoryState &ms, uint64_t lo, uint64_t hi) {
+  const Residency *it = std::upper_bound(ms.pieces, ms.pieces + ms.npieces, lo, [](uint64_t v, const Residency &r) { return v < r.hi; });
+  return it != ms.pieces + ms.npieces && it->lo <= lo && hi <= it->hi ? it : nullptr;
+}
+
+// Resident bytes of [lo, hi) in the child at memory_begin (a mapping merged with the child's
+// arena: its part outside the arena), from those vectors.
+uint64_t resident_at_begin(uint64_t lo, uint64_t hi, void *ctx) {
+  const auto &ms = *static_cast<const MemoryState *>(ctx);
+  const uint64_t page = ms.m.page;
   lo &= ~(page - 1);
-  size_t pages = size_t((hi - lo + page - 1) / page);
-  auto *v = static_cast<uint8_t *>(heap::alloc(pages + 1));
-  if (!v || mincore(reinterpret_cast<void *>(lo), hi - lo, v) != 0) return 0;
-  uint64_t r = 0;
-  for (size_t i = 0; i < pages; ++i) r += (v[i] & 1) ? page : 0;
-  return r;
+  const Residency *r = residency_of(ms, lo, hi);
+  if (!r || !r->vec) return 0;
+  uint64_t total = 0;
+  for (uint64_t pg = lo; pg < hi; pg += page) total += (r->vec[(pg - r->lo) / page] & 1) ? page : 0;
+  return total;
 }
 
 // The test hook HEAPSNAP_TEST_CHILD_HANDSHAKE=DIR (config.h): says it has forked (DIR/forked),
@@ -265,6 +304,46 @@ void write_arena(wire::Buf &o, const ArenaFigures &a) {
 
 }  // namespace
 
+namespace {
+
+// A mapping of the child's that may be anonymous memory of the program's (smaps.h, is_splittable:
+// the child's maps do not say which are shared; a vector too many costs a little time only).
+bool may_split(const Mapping &mp) {
+  return !mp.path[0] || strcmp(mp.path, "[heap]") == 0 || strcmp(mp.path, "[stack]") == 0 ||
+         strncmp(mp.path, "[anon:", 6) == 0;
+}
+
+// mincore's vectors of those mappings, but for the child's arena [skip_lo, skip_hi) (the kernel
+// may have merged a neighbour with it: the rest of that mapping is a piece of its own).
+void take_residency(const Child &c, MemoryState &ms, uint64_t skip_lo, uint64_t skip_hi) {
+  ms.pieces = static_cast<Residency *>(heap::alloc((size_t(c.nmaps) * 2 + 1) * sizeof(Residency)));
+  if (!ms.pieces) return;
+  const uint64_t page = ms.m.page;
+  for (long i = 0; i < c.nmaps; ++i) {
+    const Mapping &mp = c.maps[i];
+    if (!may_split(mp)) continue;
+    uint64_t cuts[2][2] = {{mp.start, mp.end < skip_lo ? mp.end : skip_lo}, {mp.start > skip_hi ? mp.start : skip_hi, mp.end}};
+    if (!(mp.start < skip_hi && skip_lo < mp.end)) cuts[0][1] = mp.end, cuts[1][0] = cuts[1][1] = 0;
+    for (auto &cut : cuts) {
+      if (cut[1] <= cut[0]) continue;
+      const size_t pages = size_t((cut[1] - cut[0]) / page);
+      if (pages > (size_t(1) << 24)) continue;  // (as Meter::init: not split)
+      auto *v = static_cast<uint8_t *>(heap::alloc(pages + 1));
+      if (v && mincore(reinterpret_cast<void *>(cut[0]), cut[1] - cut[0], v) != 0) v = nullptr;
+      ms.pieces[ms.npieces++] = {cut[0], cut[1], v};
+    }
+  }
+}
+
+// Meter::init's lookup of those vectors: the one that holds [lo, hi), from lo's page.
+const uint8_t *taken_vector(uint64_t lo, uint64_t hi, void *ctx) {
+  const auto &ms = *static_cast<const MemoryState *>(ctx);
+  const Residency *r = residency_of(ms, lo, hi);
+  return r && r->vec ? r->vec + (lo - r->lo) / ms.m.page : nullptr;
+}
+
+}  // namespace
+
 void memory_begin(Child &c, uint64_t arena_lo, uint64_t arena_hi) {
   auto *ms = static_cast<MemoryState *>(heap::alloc_zeroed(sizeof(MemoryState)));
   if (!ms) return;
@@ -273,24 +352,17 @@ void memory_begin(Child &c, uint64_t arena_lo, uint64_t arena_hi) {
   ms->t0 = ms->lap_at = mono_ns();
   ms->n = -1;
   // The child's own smaps first: the fork's page tables of the program's anonymous memory (see
-  // smaps.h, merge_fork_image). Then the program's, for the file mappings fork did not copy.
-  long n_own = 0, n_program = 0;
-  memory::SmapsEntry *own = read_smaps("/proc/self/smaps", &n_own);
+  // smaps.h, merge_fork_image), before the child reads anything. Then the program's, beside the
+  // enumeration (read_program).
+  ms->own = read_smaps("/proc/self/smaps", &ms->n_own);
   ms->lap(MemoryState::kOwnSmaps);
-  char path[64];
-  snprintf(path, sizeof(path), "/proc/%lu/smaps", (unsigned long)c.main_tid);
-  memory::SmapsEntry *program = read_smaps(path, &n_program);
-  ms->status_rss = vm_rss(c.main_tid);
-  ms->lap(MemoryState::kProgramSmaps);
-  if (own && program) {
-    const size_t cap = size_t(n_own + n_program + 2);
-    ms->entries = static_cast<memory::SmapsEntry *>(heap::alloc(cap * sizeof(memory::SmapsEntry)));
-    if (ms->entries)
-      ms->n = memory::merge_fork_image(own, n_own, program, n_program, arena_lo, arena_hi, resident_now, nullptr,
-                                       ms->entries, cap, &ms->changed);
-  }
-  if (ms->n > 0 && !ms->m.init(ms->entries, ms->n)) ms->n = 0;
+  ms->m.set_page();
+  take_residency(c, *ms, arena_lo, arena_hi);
   ms->lap(MemoryState::kMincore);
+  snprintf(ms->program_path, sizeof(ms->program_path), "/proc/%lu/smaps", (unsigned long)c.main_tid);
+  snprintf(ms->status_path, sizeof(ms->status_path), "/proc/%lu/status", (unsigned long)c.main_tid);
+  // (HEAPSNAP_SNAPSHOT_THREADS=1: the child runs on one thread, this read too.)
+  if (threads::wanted() <= 1 || !threads::start(ms->worker, read_program, ms)) read_program(ms);
   ms->ns = mono_ns() - ms->t0;
 }
 
@@ -300,6 +372,17 @@ void write_memory(Child &c, const regs::Result &rr, uint64_t arena_lo, uint64_t 
   const char *error = nullptr;
   MemoryState &ms = *c.memory;
   ms.lap_at = t0;
+  threads::join(ms.worker);
+  ms.lap(MemoryState::kWait);
+  if (ms.own && ms.program) {
+    const size_t cap = size_t(ms.n_own + ms.n_program + 2);
+    ms.entries = static_cast<memory::SmapsEntry *>(heap::alloc(cap * sizeof(memory::SmapsEntry)));
+    if (ms.entries)
+      ms.n = memory::merge_fork_image(ms.own, ms.n_own, ms.program, ms.n_program, arena_lo, arena_hi, resident_at_begin,
+                                      &ms, ms.entries, cap, &ms.changed);
+  }
+  if (ms.n > 0 && !ms.m.init(ms.entries, ms.n, taken_vector, &ms)) ms.n = 0;
+  ms.lap(MemoryState::kMerge);
   const long n = ms.n;
   memory::SmapsEntry *entries = ms.entries;
   const uint64_t status_rss = ms.status_rss;
@@ -463,7 +546,9 @@ void write_memory(Child &c, const regs::Result &rr, uint64_t arena_lo, uint64_t 
 
   ms.lap(MemoryState::kTally);
   if (config.debug) {
-    static const char *const kStep[MemoryState::kSteps] = {"own smaps", "program smaps", "mincore", "claims", "arenas", "mmapped chunks", "tally"};
+    static const char *const kStep[MemoryState::kSteps] = {"own smaps", "program smaps (worker)", "mincore",
+                                                           "wait for the worker", "merge", "claims", "arenas",
+                                                           "mmapped chunks", "tally"};
     char msg[512];
     size_t len = size_t(snprintf(msg, sizeof(msg), "heapsnap: memory breakdown, ms:"));
     for (int q = 0; q < MemoryState::kSteps && len < sizeof(msg); ++q)

@@ -10,6 +10,7 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "core/own_mappings.h"
 #include "core/private_heap.h"
 #include "snapshot/child_threads.h"
 #include "tables/call_sites.h"
@@ -61,8 +62,14 @@ Range *g_excluded = nullptr;
 size_t g_nexcluded = 0;
 
 void build_exclusions(const Child &c, uint64_t arena_lo, uint64_t arena_hi, const Range *extra, size_t nextra) {
-  g_excluded = static_cast<Range *>(heap::alloc((kMaxExcluded + nextra) * sizeof(Range)));
+  // The tracer's own small mappings (own_mappings.h: mimalloc's thread data, libunwind's pools,
+  // side tables), which the kernel may have merged with the program's.
+  constexpr size_t kMaxOwn = 4096;
+  auto *own_lo = static_cast<uint64_t *>(heap::alloc(kMaxOwn * 2 * sizeof(uint64_t)));
+  const size_t nown = own_lo ? own_mappings::copy(own_lo, own_lo + kMaxOwn, kMaxOwn) : 0;
+  g_excluded = static_cast<Range *>(heap::alloc((kMaxExcluded + nextra + nown) * sizeof(Range)));
   if (!g_excluded) return;
+  for (size_t i = 0; i < nown; ++i) g_excluded[g_nexcluded++] = {own_lo[i], own_lo[kMaxOwn + i]};
   for (size_t t = 0; t < shadow::kTopEntries; ++t) {
     if (uint8_t *l = shadow::leaf(t))
       g_excluded[g_nexcluded++] = {uint64_t(l), uint64_t(l) + shadow::leaf_bytes()};
@@ -78,6 +85,8 @@ void build_exclusions(const Child &c, uint64_t arena_lo, uint64_t arena_hi, cons
 // The shim's own data, and mimalloc's pages (the tracer's heap: nothing in it is a program root).
 bool is_ours(const Mapping &m) {
   if (strstr(m.path, "libheapsnap_preload") || strstr(m.path, "libmimalloc")) return true;
+  if (strncmp(m.path, "[anon:", 6) == 0 && strncmp(m.path + 6, own_mappings::kName, sizeof(own_mappings::kName) - 1) == 0)
+    return true;  // (named by own_mappings.h)
   // mimalloc answers for addresses past a segment's first page.
   if (m.path[0] || m.end - m.start <= 4096) return false;
   return heap::owns(reinterpret_cast<void *>(m.start + 4096));

@@ -1,7 +1,7 @@
 // The SnapshotMemory record (child_memory.h): the program's RSS split into parts that add up to
-// it, at the fork: each anonymous mapping's Rss from the child's own /proc/self/smaps (its page
-// tables are the fork's copy: the program runs on and its own smaps, read later, would mix the
-// two moments), each file mapping's from the program's /proc/PID/smaps (fork does not copy the
+// it, at the fork: each anonymous mapping's Rss from the child's own page tables (PAGEMAP_SCAN,
+// image_scan.h, else its /proc/self/smaps: they are the fork's copy; the program runs on and its
+// own smaps, read later, would mix the two moments), each file mapping's from the program's /proc/PID/smaps (fork does not copy the
 // page tables of file mappings the program never wrote: see smaps.h, merge_fork_image); the child then
 // claims, in its copy, what it knows of each anonymous mapping, in order of precedence:
 // heapsnap's own memory, thread stacks, glibc's mmapped chunks, modules' .bss, and the arenas
@@ -24,6 +24,7 @@
 #include "core/private_heap.h"
 #include "core/thread_state.h"
 #include "snapshot/child_memory.h"
+#include "snapshot/image_scan.h"
 
 namespace hs::snapshot::child {
 
@@ -351,10 +352,14 @@ void memory_begin(Child &c, uint64_t arena_lo, uint64_t arena_hi) {
   if (config.test_child_handshake[0]) test_handshake();
   ms->t0 = ms->lap_at = mono_ns();
   ms->n = -1;
-  // The child's own smaps first: the fork's page tables of the program's anonymous memory (see
-  // smaps.h, merge_fork_image), before the child reads anything. Then the program's, beside the
-  // enumeration (read_program).
-  ms->own = read_smaps("/proc/self/smaps", &ms->n_own);
+  // The child's own figures first: the fork's page tables of the program's anonymous memory (see
+  // smaps.h, merge_fork_image), before the child reads anything: by PAGEMAP_SCAN (image_scan.h),
+  // else from its /proc/self/smaps. Then the program's smaps, beside the enumeration (read_program).
+  const size_t own_cap = size_t(c.nmaps) + 2;
+  ms->own = static_cast<memory::SmapsEntry *>(heap::alloc(own_cap * sizeof(memory::SmapsEntry)));
+  ms->n_own = ms->own ? memory::scan_image(c.maps, c.nmaps, arena_lo, arena_hi, ms->own, own_cap) : -1;
+  ms->own_scanned = ms->n_own >= 0;
+  if (!ms->own_scanned) ms->own = read_smaps("/proc/self/smaps", &ms->n_own);
   ms->lap(MemoryState::kOwnSmaps);
   ms->m.set_page();
   take_residency(c, *ms, arena_lo, arena_hi);
@@ -375,6 +380,7 @@ void write_memory(Child &c, const regs::Result &rr, uint64_t arena_lo, uint64_t 
   threads::join(ms.worker);
   ms.lap(MemoryState::kWait);
   if (ms.own && ms.program) {
+    if (ms.own_scanned) memory::take_split(ms.own, ms.n_own, ms.program, ms.n_program);
     const size_t cap = size_t(ms.n_own + ms.n_program + 2);
     ms.entries = static_cast<memory::SmapsEntry *>(heap::alloc(cap * sizeof(memory::SmapsEntry)));
     if (ms.entries)
@@ -546,7 +552,7 @@ void write_memory(Child &c, const regs::Result &rr, uint64_t arena_lo, uint64_t 
 
   ms.lap(MemoryState::kTally);
   if (config.debug) {
-    static const char *const kStep[MemoryState::kSteps] = {"own smaps", "program smaps (worker)", "mincore",
+    static const char *const kStep[MemoryState::kSteps] = {"own figures", "program smaps (worker)", "mincore",
                                                            "wait for the worker", "merge", "claims", "arenas",
                                                            "mmapped chunks", "tally"};
     char msg[512];

@@ -122,6 +122,7 @@ struct MemoryState {
   // The worker's reads: both smaps parsed (null: not read), their counts, the program's files.
   memory::SmapsEntry *own, *program;
   long n_own, n_program;
+  bool own_scanned;  // own came from PAGEMAP_SCAN (image_scan.h), not from /proc/self/smaps
   char program_path[64], status_path[64];
   threads::Background worker;
   Residency *pieces;  // address-ordered

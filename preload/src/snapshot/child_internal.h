@@ -58,6 +58,7 @@ struct Child {
   uint64_t self_sp;        // stack pointer of the thread that forked (scan its stack from here)
   uint64_t main_tid;       // the program's pid (its main thread), not the child's
   uint64_t writer_lo, writer_hi;  // the writer thread's stack: tracer memory, not a root
+  uint64_t arena_lo, arena_hi;    // the child's own arena (heap::switch_to_child_arena): its memory
 
   Mapping *maps = nullptr;
   long nmaps = 0;

@@ -26,7 +26,8 @@ TEST_CASE("scan_image: Rss and anonymous bytes of written pages, not of the zero
   map.readable = map.writable = true;
   SmapsEntry e[3];
   // [skip_lo, skip_hi): the last two pages, as the child's arena would be when merged with it.
-  long n = scan_image(&map, 1, map.end - 2 * page, map.end, e, 3);
+  static PageRegion regions[kScanRegions];
+  long n = scan_image(&map, 1, map.end - 2 * page, map.end, e, 3, regions);
   if (n < 0) {
     MESSAGE("no PAGEMAP_SCAN in this kernel (before 6.7): the child reads its smaps instead");
     munmap(const_cast<uint8_t *>(m), 8 * page);

@@ -357,7 +357,8 @@ void memory_begin(Child &c, uint64_t arena_lo, uint64_t arena_hi) {
   // else from its /proc/self/smaps. Then the program's smaps, beside the enumeration (read_program).
   const size_t own_cap = size_t(c.nmaps) + 2;
   ms->own = static_cast<memory::SmapsEntry *>(heap::alloc(own_cap * sizeof(memory::SmapsEntry)));
-  ms->n_own = ms->own ? memory::scan_image(c.maps, c.nmaps, arena_lo, arena_hi, ms->own, own_cap) : -1;
+  auto *regions = static_cast<memory::PageRegion *>(heap::alloc(memory::kScanRegions * sizeof(memory::PageRegion)));
+  ms->n_own = ms->own && regions ? memory::scan_image(c.maps, c.nmaps, arena_lo, arena_hi, ms->own, own_cap, regions) : -1;
   ms->own_scanned = ms->n_own >= 0;
   if (!ms->own_scanned) ms->own = read_smaps("/proc/self/smaps", &ms->n_own);
   ms->lap(MemoryState::kOwnSmaps);

@@ -10,10 +10,7 @@
 namespace hs::snapshot::memory {
 namespace {
 
-// <linux/fs.h> of Linux 6.7 (the build's headers may be older).
-struct PageRegion {
-  uint64_t start, end, categories;
-};
+// <linux/fs.h> of Linux 6.7 (the build's headers may be older); PageRegion is in the header.
 struct PmScanArg {
   uint64_t size, flags, start, end, walk_end, vec, vec_len, max_pages, category_inverted, category_mask,
       category_anyof_mask, return_mask;
@@ -21,20 +18,20 @@ struct PmScanArg {
 constexpr unsigned long kPagemapScan = _IOWR('f', 16, PmScanArg);
 constexpr uint64_t kFile = 1 << 2, kPresent = 1 << 3, kSwapped = 1 << 4, kPfnZero = 1 << 5, kGuard = 1 << 8;
 
-// Sums [lo, hi)'s pages into e: false when the scan fails.
-bool scan(int fd, uint64_t lo, uint64_t hi, bool file, SmapsEntry &e) {
-  PageRegion v[512];
+// Sums [lo, hi)'s pages into e, with v (kScanRegions) for the kernel's answers: false when the
+// scan fails.
+bool scan(int fd, uint64_t lo, uint64_t hi, bool file, SmapsEntry &e, PageRegion *v) {
   for (uint64_t at = lo; at < hi;) {
     PmScanArg a = {};
     a.size = sizeof(a);
     a.start = at;
     a.end = hi;
     a.vec = reinterpret_cast<uint64_t>(v);
-    a.vec_len = sizeof(v) / sizeof(v[0]);
+    a.vec_len = kScanRegions;
     a.category_anyof_mask = kPresent | kSwapped;
     a.return_mask = kPresent | kSwapped | kPfnZero | kGuard | (file ? kFile : 0);
     long r = ioctl(fd, kPagemapScan, &a);
-    if (r < 0 || size_t(r) > sizeof(v) / sizeof(v[0])) return false;
+    if (r < 0 || size_t(r) > kScanRegions) return false;
     for (long i = 0; i < r; ++i) {
       const uint64_t bytes = v[i].end - v[i].start, c = v[i].categories;
       if ((c & kPresent) && !(c & kPfnZero)) {
@@ -52,8 +49,9 @@ bool scan(int fd, uint64_t lo, uint64_t hi, bool file, SmapsEntry &e) {
 
 }  // namespace
 
-long scan_image(const Mapping *maps, long n, uint64_t skip_lo, uint64_t skip_hi, SmapsEntry *out, size_t cap) {
-  int fd = open("/proc/self/pagemap", O_RDONLY | O_CLOEXEC);
+long scan_image(const Mapping *maps, long n, uint64_t skip_lo, uint64_t skip_hi, SmapsEntry *out, size_t cap,
+                PageRegion *v) {
+  int fd = v ? open("/proc/self/pagemap", O_RDONLY | O_CLOEXEC) : -1;
   if (fd < 0) return -1;
   long count = 0;
   for (long i = 0; i < n; ++i) {
@@ -81,7 +79,7 @@ long scan_image(const Mapping *maps, long n, uint64_t skip_lo, uint64_t skip_hi,
       if (e.shared || (m.path[0] == '[' && strncmp(m.path, "[anon:", 6) != 0 && strcmp(m.path, "[heap]") != 0 &&
                        strcmp(m.path, "[stack]") != 0))
         continue;
-      if (!scan(fd, e.start, e.end, m.path[0] == '/', e)) {
+      if (!scan(fd, e.start, e.end, m.path[0] == '/', e, v)) {
         close(fd);
         return -1;
       }

@@ -16,11 +16,19 @@
 
 namespace hs::snapshot::memory {
 
+// One range of pages PAGEMAP_SCAN reports (struct page_region), and the scratch scan_image needs.
+struct PageRegion {
+  uint64_t start, end, categories;
+};
+constexpr size_t kScanRegions = 512;
+
 // Entries of maps[0..n), address-ordered, with [skip_lo, skip_hi) (the child's arena) cut out, into
-// out[0..cap). Returns the count; -1 when the kernel has no PAGEMAP_SCAN or a scan fails (then the
+// out[0..cap); scratch: kScanRegions of them, not on the stack (a stack page touched here for the
+// first time would be one more page of the thread's stack in the very figures taken). Returns the count; -1 when the kernel has no PAGEMAP_SCAN or a scan fails (then the
 // caller reads /proc/self/smaps), or cap is too small. Entries have no VmFlags (the child has no
 // MADV_DONTFORK mappings; take_split copies MADV_WIPEONFORK from the program's) and no split.
-long scan_image(const Mapping *maps, long n, uint64_t skip_lo, uint64_t skip_hi, SmapsEntry *out, size_t cap);
+long scan_image(const Mapping *maps, long n, uint64_t skip_lo, uint64_t skip_hi, SmapsEntry *out, size_t cap,
+                PageRegion *scratch);
 
 // For each of own[0..n_own) that scan_image made: the program's mapping at the same start, if any,
 // gives its MADV_WIPEONFORK flag and its shared/private split (in proportion, over the own Rss).

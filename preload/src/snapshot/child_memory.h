@@ -139,6 +139,11 @@ struct MemoryState {
   }
   Meter m;
 };
+// child_proc.cc: an smaps file parsed into the child's arena (null when it cannot be read or
+// parsed); the worker's reads of the program's smaps and VmRSS into a MemoryState (arg).
+memory::SmapsEntry *read_smaps(const char *path, long *n);
+void read_program(void *arg);
+
 void memory_begin(Child &c, uint64_t arena_lo, uint64_t arena_hi);
 void write_memory(Child &c, const regs::Result &rr, uint64_t arena_lo, uint64_t arena_hi);
 

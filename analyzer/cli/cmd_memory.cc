@@ -182,8 +182,8 @@ int run(const Options &o) {
   }
   printf("\n%s\n",
          out_style(Style::kEstimate,
-                   "The figures are of the fork: anonymous mappings' Rss from the snapshot's copy (/proc/self/smaps in "
-                   "it), file mappings' from the program's /proc/PID/smaps; within a mapping, heap parts are split by "
+                   "The figures are of the fork: anonymous mappings' Rss from the snapshot's copy (its page tables), "
+                   "file mappings' from the program's /proc/PID/smaps; within a mapping, heap parts are split by "
                    "the pages resident in the copy, a page shared by two chunks by bytes. " +
                        sz(b.unmatched) + " of anonymous memory changed in the program between the fork and the read "
                        "(not in these figures; the VmRSS above is of the read).")

@@ -20,6 +20,10 @@ to the RSS in the record exactly, and that RSS is the kernel's VmRSS within 1%; 
   holds 7 chunks of each size at least (and its struct), its fastbins the other 93 of 80 bytes at
   least, and the 200-byte ones are in the bins as free chunks; tcache and fastbins are within the
   cached part, and the table shows the columns.
+- threads: the tracer's own small mappings are heapsnap's, not the program's: mimalloc maps its
+  thread data (8 KiB) for each thread the tracer serves, and the kernel merges those mappings with
+  one another and with the loader's; the program's anonymous part of 16 threads that each allocate
+  a block is that of 2 such threads (it was 14 x 8 KiB more), heapsnap's part holds the difference.
 - skew: the breakdown is of the fork, though the child reads smaps later while the program runs
   on: with the test hook HEAPSNAP_TEST_CHILD_HANDSHAKE the program touches 192 MiB (128 MiB mapped
   before the fork, 64 MiB after) once the child has forked and before it reads; the client
@@ -194,6 +198,22 @@ def case_caches(a):
     check(m["tcache_bytes"] + m["fastbin_bytes"] <= m["cached_bytes"] and
           m["tcache_chunks"] + m["fastbin_chunks"] <= m["cached_chunks"], "tcache and fastbins are within the cached chunks: %s" % m)
     check(" tcache " in d["table"] and " fastbins " in d["table"], "the arena table has tcache and fastbins columns")
+
+
+def case_threads(a):
+    few_path, few_t = record(a, "threads2")
+    many_path, many_t = record(a, "threads16")
+    few, many = memory(a, few_path), memory(a, many_path)
+    extra = many_t["threads"] - few_t["threads"]
+    anon_few = few["by_kind"]("program_anonymous")["rss_bytes"]
+    anon_many = many["by_kind"]("program_anonymous")["rss_bytes"]
+    # The program maps nothing per thread but its stack (thread stacks) and glibc's arenas (heap).
+    check(anon_many <= anon_few + 16 * 1024,
+          "the program's anonymous part does not grow with the threads the tracer serves: %d threads %d, %d threads %d "
+          "(the tracer maps 8 KiB for each: %d more would be its)" % (few_t["threads"], anon_few, many_t["threads"], anon_many,
+                                                                  extra * 8192))
+    hs_few, hs_many = few["by_kind"]("heapsnap")["rss_bytes"], many["by_kind"]("heapsnap")["rss_bytes"]
+    check(hs_many >= hs_few + extra * 4096, "heapsnap's own part does: %d -> %d" % (hs_few, hs_many))
 
 
 def case_skew(a):

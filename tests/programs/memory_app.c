@@ -8,6 +8,9 @@
  *   caches    in the main arena, 100 freed blocks of 64 bytes and 100 of 200, each between two live
  *             ones: 7 of each size in the main thread's tcache, the other 93 of 64 in a fastbin
  *             (chunks of 80 bytes), the other 93 of 200 in the bins (chunks of 208: no fastbin)
+ *   threads2, threads16   2 or 16 threads that each allocate one small block and wait: the
+ *             program maps nothing of its own for them but their stacks (the tracer's per-thread
+ *             memory, mimalloc's thread data, must not show as the program's anonymous memory)
  *   skew      a snapshot asked for (heapsnap_snapshot), then, once its child has forked and before
  *             it reads smaps (the test hook HEAPSNAP_TEST_CHILD_HANDSHAKE=DIR), 128 MiB mapped
  *             before the fork and 64 MiB mapped after it are touched: none of it is the snapshot's
@@ -46,6 +49,18 @@ static void *arena_thread(void *arg) {
   pthread_barrier_wait(&g_ready);
   char c;
   (void)!read(g_block[0], &c, 1);
+  return NULL;
+}
+
+/* --- threads2, threads16 ------------------------------------------------------------------ */
+static void *small_thread(void *arg) {
+  (void)arg;
+  void *p = malloc(64);
+  memset(p, 1, 64);
+  pthread_barrier_wait(&g_ready);
+  char c;
+  (void)!read(g_block[0], &c, 1);
+  free(p);
   return NULL;
 }
 
@@ -183,11 +198,15 @@ int main(int argc, char **argv) {
     printf("mid_chunk %d\n", 208);
     printf("freed_per_size %d\n", n);
     printf("kept %d\n", keep[0] != NULL);
+  } else if (strcmp(mode, "threads2") == 0 || strcmp(mode, "threads16") == 0) {
+    int n = atoi(mode + 7);
+    start_threads(n, small_thread, 0);
+    printf("threads %d\n", n);
   } else if (strcmp(mode, "skew") == 0) {
     int rc = skew(page);
     if (rc) return rc;
   } else {
-    fprintf(stderr, "usage: memory_app arenas|fragment|trim|stacks|mmaps|caches|skew [wait]\n");
+    fprintf(stderr, "usage: memory_app arenas|fragment|trim|stacks|mmaps|caches|threads2|threads16|skew [wait]\n");
     return 2;
   }
   fflush(stdout);

@@ -246,3 +246,17 @@ TEST_CASE("smaps: VmFlags' dc and wf (MADV_DONTFORK, MADV_WIPEONFORK), and no ot
   CHECK((!e[1].dont_fork && e[1].wipe_on_fork));
   CHECK((!e[2].dont_fork && !e[2].wipe_on_fork));
 }
+
+TEST_CASE("smaps: the tracer's named mappings are heapsnap's, a program's of the same name is not") {
+  const char text[] =
+      "7f0006000000-7f0006002000 rw-p 00000000 00:00 0                          [anon:heapsnap]\n"
+      "Rss:                   8 kB\n"
+      "7f0007000000-7f0007001000 rw-s 00000000 00:01 98                         [anon_shmem:heapsnap]\n"
+      "Rss:                   4 kB\n";
+  SmapsEntry e[4];
+  long n = parse_smaps(text, strlen(text), e, 4);
+  REQUIRE(n == 2);
+  CHECK(base_kind(e, n, 0) == kHeapsnap);
+  CHECK(is_splittable(e[0]));  // (the child's claims still split it: part may be a stack)
+  CHECK(base_kind(e, n, 1) == kSharedMemory);  // the tracer names private mappings only
+}

@@ -90,6 +90,8 @@ bool init() {
 
 bool ready() { return loaded; }
 
+bool shared_with_program() { return shared; }
+
 bool owns(const void *p) { return !shared && mi_is_in_heap_region_fn && mi_is_in_heap_region_fn(p); }
 
 static std::atomic<int64_t> g_held{0};

@@ -30,6 +30,9 @@ T *make_array(size_t n) { return static_cast<T *>(alloc_zeroed(n * sizeof(T))); 
 // the same mimalloc (then its segments hold the program's blocks too, and this is false).
 // Lock-free, usable in the child.
 bool owns(const void *p);
+// Whether the program uses the same mimalloc (loaded before the tracer's dlopen): then its
+// mappings are not the tracer's alone.
+bool shared_with_program();
 
 // The snapshot child (a raw fork of a multithreaded process) must not touch mimalloc, whose
 // locks another thread may have held at fork time. From this call on, this process allocates

@@ -53,6 +53,7 @@ bool parse_line(const char *p, const char *line_end, Mapping &m) {
   m.readable = p[0] == 'r';
   m.writable = p[1] == 'w';
   m.executable = p[2] == 'x';
+  m.shared = p[3] == 's';
   p += 5;
   m.offset = parse_hex(p);
   ++p;

@@ -9,6 +9,7 @@ namespace hs {
 struct Mapping {
   uint64_t start, end;
   bool readable, writable, executable;
+  bool shared;  // MAP_SHARED ('s')
   uint64_t offset;
   uint64_t inode;
   char path[160];  // truncated; "" for anonymous, "[stack]", "[heap]", ...

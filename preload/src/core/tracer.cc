@@ -12,6 +12,7 @@
 #include "core/config.h"
 #include "sampling/module_map.h"
 #include "output/tail_guard.h"
+#include "core/got_route.h"
 #include "core/private_heap.h"
 #include "intercept/real_alloc.h"
 #include "tables/sampled_blocks.h"
@@ -215,6 +216,11 @@ __attribute__((constructor)) void heapsnap_start() {
   const char *failure = nullptr;
   if (!heap::init()) failure = "cannot load libmimalloc.so.2 (apt-get install libmimalloc2.0)";
   if (!failure) {
+    // From here on the mappings mimalloc (the private heap) and libunwind (its memory pools) make
+    // are known as heapsnap's (own_mappings.h). A library the program also uses itself serves it
+    // too: mimalloc is then left out; libunwind's pools (a few pages) are counted as heapsnap's.
+    static const char *const kPrivate[] = {"libmimalloc", "libunwind", nullptr};
+    got_route::route_mmaps(heap::shared_with_program() ? kPrivate + 1 : kPrivate);
     unwind::init();
     create_thread_key();
     snapshot::init();

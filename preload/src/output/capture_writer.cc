@@ -19,6 +19,7 @@
 #include "core/config.h"
 #include "output/frame_writer.h"
 #include "core/high_fd.h"
+#include "core/own_mappings.h"
 #include "sampling/module_map.h"
 #include "core/proc_maps.h"
 #include "core/rss_rollup.h"
@@ -329,6 +330,7 @@ bool writer_start_thread() {
       return false;
     }
     g_writer_stack = static_cast<uint8_t *>(m);
+    own_mappings::name(m, kWriterGuardBytes + kWriterStackBytes);  // (the snapshot child knows it: writer_lo/hi)
   }
   pthread_attr_t attr;
   if (pthread_attr_init(&attr) != 0) return false;

@@ -12,6 +12,7 @@
 #include <cstdio>
 #include <cstring>
 
+#include "core/own_mappings.h"
 #include "core/private_heap.h"
 #include "core/thread_state.h"
 #include "core/tracer.h"
@@ -206,6 +207,7 @@ bool start() {
     g_stack = static_cast<uint8_t *>(m);
     uint64_t lo = reinterpret_cast<uint64_t>(g_stack);
     snapshot::exclude_range(lo, lo + kGuardPageBytes + kStackBytes);
+    own_mappings::name(m, kGuardPageBytes + kStackBytes);
   }
   g_pipe_w = fds[1];
   g_args = {fds[0], frames::fd(), long(getpid())};

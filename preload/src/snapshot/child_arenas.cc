@@ -53,6 +53,26 @@ struct Walk {
     a.rss[part] += hi - lo;
     m.claim(i, hi - lo, kind_of(part));
   }
+  // The run of live chunks that starts at block b (at chunk p), if there is one, taken whole
+  // (run moves past it, p to its end): its chunks are as the chunk-by-chunk loop would take them
+  // when the run ends inside the heap, holds no top chunk, and lies in one mapping all resident.
+  // Then their live and overhead bytes are the run's sums, with the same claims.
+  HS_INLINE bool step_over_run(const Child::LiveRun *&run, const Child::LiveRun *runs_end, uint32_t b, uint64_t &p,
+                               uint64_t end, uint64_t top) {
+    while (run != runs_end && run->first < b) ++run;
+    if (run == runs_end || run->first != b) return false;
+    const uint32_t lastb = b + run->count - 1;
+    const uint64_t run_end = c.addr[lastb] - 16 + c.chunk[lastb];
+    if (run_end > end || (top >= p && top < run_end) || (top == 0 && run_end == end)) return false;
+    const long i = m.all_resident(p, run_end);
+    if (i < 0) return false;
+    put_resident(i, p, p + run->live, kLive);
+    put_resident(i, p + run->live, run_end, kOverhead);
+    a.live_chunks += run->count;
+    p = run_end;
+    ++run;
+    return true;
+  }
   // [start, end): one heap; chunks from `first`; top: the arena's top chunk (0: not known, then the
   // chunk that reaches the heap's end is taken for it).
   void heap(uint64_t start, uint64_t first, uint64_t end, uint64_t top) {
@@ -64,6 +84,12 @@ struct Walk {
     const uint64_t *last = c.addr + c.n;
     uint64_t p = first;
     const uint32_t *chunk = c.chunk;
+    // The runs of live chunks (Child::runs) from this heap's first block on.
+    const Child::LiveRun *run = c.runs, *runs_end = c.runs + c.nruns;
+    if (run && chunk)
+      run = std::lower_bound(run, runs_end, uint32_t(cur - c.addr), [](const Child::LiveRun &r, uint32_t b) { return r.first < b; });
+    else
+      run = runs_end = nullptr;
     while (p + 16 <= end) {
       // A live block's chunk size is the one the enumeration read (Child::chunk): no header is
       // read again for it. Other chunks' headers are: each address follows from the one before
@@ -71,6 +97,10 @@ struct Walk {
       // is not the next live block's (a hole: free or cached chunks).
       while (cur != last && *cur < p + 16) ++cur;
       const bool at_block = cur != last && *cur == p + 16;
+      if (at_block && run != runs_end && step_over_run(run, runs_end, uint32_t(cur - c.addr), p, end, top)) {
+        cur += run[-1].count;
+        continue;
+      }
       if (last - cur > 17) {
         const size_t k = size_t(cur - c.addr) + 16;
         const uint64_t after = c.addr[k] - 16 + (chunk ? chunk[k] : 0);
@@ -182,6 +212,9 @@ uint32_t walk_arenas(Child &c, Meter &m, ArenaFigures *out, uint32_t cap, Range 
   for (long i = 0; i < c.nmaps; ++i) {
     const Mapping &mp = c.maps[i];
     if (mp.path[0] || !mp.readable || !mp.writable || is_ours(mp)) continue;
+    // (Not the child's own arena, 64 GiB of it: a look at each 64 MiB boundary there faulted in a
+    // page a time, about 2 ms in all.)
+    if (mp.start >= c.arena_lo && mp.end <= c.arena_hi) continue;
     for (uint64_t at = (mp.start + kHeapMax - 1) & ~(kHeapMax - 1); at + 4096 <= mp.end; at += kHeapMax) {
       if (size_t(nh) == room) {
         auto *more = static_cast<ThreadHeap *>(heap::grow(heaps, room * 2 * sizeof(ThreadHeap)));

@@ -10,6 +10,7 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "core/own_mappings.h"
 #include "core/private_heap.h"
 #include "snapshot/child_threads.h"
 #include "tables/call_sites.h"
@@ -61,8 +62,14 @@ Range *g_excluded = nullptr;
 size_t g_nexcluded = 0;
 
 void build_exclusions(const Child &c, uint64_t arena_lo, uint64_t arena_hi, const Range *extra, size_t nextra) {
-  g_excluded = static_cast<Range *>(heap::alloc((kMaxExcluded + nextra) * sizeof(Range)));
+  // The tracer's own small mappings (own_mappings.h: mimalloc's thread data, libunwind's pools,
+  // side tables), which the kernel may have merged with the program's.
+  constexpr size_t kMaxOwn = 4096;
+  auto *own_lo = static_cast<uint64_t *>(heap::alloc(kMaxOwn * 2 * sizeof(uint64_t)));
+  const size_t nown = own_lo ? own_mappings::copy(own_lo, own_lo + kMaxOwn, kMaxOwn) : 0;
+  g_excluded = static_cast<Range *>(heap::alloc((kMaxExcluded + nextra + nown) * sizeof(Range)));
   if (!g_excluded) return;
+  for (size_t i = 0; i < nown; ++i) g_excluded[g_nexcluded++] = {own_lo[i], own_lo[kMaxOwn + i]};
   for (size_t t = 0; t < shadow::kTopEntries; ++t) {
     if (uint8_t *l = shadow::leaf(t))
       g_excluded[g_nexcluded++] = {uint64_t(l), uint64_t(l) + shadow::leaf_bytes()};
@@ -78,6 +85,8 @@ void build_exclusions(const Child &c, uint64_t arena_lo, uint64_t arena_hi, cons
 // The shim's own data, and mimalloc's pages (the tracer's heap: nothing in it is a program root).
 bool is_ours(const Mapping &m) {
   if (strstr(m.path, "libheapsnap_preload") || strstr(m.path, "libmimalloc")) return true;
+  if (strncmp(m.path, "[anon:", 6) == 0 && strncmp(m.path + 6, own_mappings::kName, sizeof(own_mappings::kName) - 1) == 0)
+    return true;  // (named by own_mappings.h)
   // mimalloc answers for addresses past a segment's first page.
   if (m.path[0] || m.end - m.start <= 4096) return false;
   return heap::owns(reinterpret_cast<void *>(m.start + 4096));
@@ -105,6 +114,43 @@ bool reserve_blocks(Child &c, uint64_t want) {
   c.chunk = nk;
   c.cap = uint32_t(want);
   return true;
+}
+
+// The latest block (at a, req bytes requested) into Child::runs: it extends the open run when
+// its chunk starts where the run's last one ends.
+HS_INLINE void note_run(Child &c, uint64_t a, uint64_t req) {
+  const uint32_t ch = c.chunk[c.n - 1];
+  if (ch < 32 || (ch & 15)) {
+    c.run_end = 0;
+    return;
+  }
+  // (live: what the walk counts as live of the chunk: the next chunk's prev_size word is usable)
+  const uint64_t live = req < ch - 16 ? req : ch - 16;
+  if (c.run_end && c.run_end == a - 16) {
+    Child::LiveRun &r = c.runs[c.nruns - 1];
+    ++r.count;
+    r.live += live;
+  } else {
+    if (c.nruns == c.runs_cap) {
+      const uint32_t want = c.runs_cap ? c.runs_cap * 2 : 65536;
+      auto *more = c.runs ? static_cast<Child::LiveRun *>(heap::grow(c.runs, size_t(want) * sizeof(Child::LiveRun)))
+                          : static_cast<Child::LiveRun *>(heap::alloc(size_t(want) * sizeof(Child::LiveRun)));
+      if (!more || want < c.runs_cap) {
+        c.runs_cap = UINT32_MAX;  // (never tried again: the walk goes chunk by chunk)
+        c.runs = nullptr;
+        c.nruns = 0;
+      } else {
+        c.runs = more;
+        c.runs_cap = want;
+      }
+    }
+    if (!c.runs) {
+      c.run_end = 0;
+      return;
+    }
+    c.runs[c.nruns++] = {c.n - 1, 1, live};
+  }
+  c.run_end = a - 16 + ch;
 }
 
 // 0x80 in each non-zero byte of x, 0 elsewhere.
@@ -198,6 +244,7 @@ HS_NOINLINE void enumerate_range(Child &c, long mi, uint64_t lo, uint64_t hi) {
         const uint64_t head = glibc ? reinterpret_cast<const uint64_t *>(a)[-1] : 0;
         uint8_t what = head & 2 ? kHoldsBlocksOnly : kHoldsHeap;
         c.chunk[c.n - 1] = head & 2 || head >> 32 ? 0 : uint32_t(head & ~uint64_t(7));
+        note_run(c, a, req);
         note_holds(c, mi, what);
         for (long j = mi + 1; j <= last && c.maps[j].start < a + usable; ++j) note_holds(c, j, what);
       }

@@ -58,6 +58,7 @@ struct Child {
   uint64_t self_sp;        // stack pointer of the thread that forked (scan its stack from here)
   uint64_t main_tid;       // the program's pid (its main thread), not the child's
   uint64_t writer_lo, writer_hi;  // the writer thread's stack: tracer memory, not a root
+  uint64_t arena_lo, arena_hi;    // the child's own arena (heap::switch_to_child_arena): its memory
 
   Mapping *maps = nullptr;
   long nmaps = 0;
@@ -76,6 +77,18 @@ struct Child {
   // until merge_pool_objects reorders the blocks.
   uint32_t *chunk = nullptr;
   uint32_t n = 0, cap = 0;
+  // Runs of live blocks whose chunks follow each other with no gap, as the enumeration found them
+  // (blocks [first, first + count), their requested bytes that lie inside their chunks): the arena
+  // walk steps over a run at once instead of chunk by chunk (the whole of a heap the program
+  // filled is one run). Only chunks of a size the walk takes as such (32 bytes and more, a
+  // multiple of 16) are in runs. Null when out of memory: the walk then goes chunk by chunk.
+  struct LiveRun {
+    uint32_t first, count;
+    uint64_t live;
+  };
+  LiveRun *runs = nullptr;
+  uint32_t nruns = 0, runs_cap = 0;
+  uint64_t run_end = 0;  // where the latest run's last chunk ends (0: no run open)
   IndexRegion *regions = nullptr;  // the block index: kIndexRegions entries (only touched pages cost)
   uint64_t lo = 0, hi = 0;  // [first block, end of the last): the pointer candidates
   uint64_t skipped = 0, bytes = 0;

@@ -118,6 +118,8 @@ uint64_t wait_for_go(int fd, uint64_t program_pid) {
   c.main_tid = a.program_pid;
   c.writer_lo = a.writer_lo;
   c.writer_hi = a.writer_hi;
+  c.arena_lo = arena_lo;
+  c.arena_hi = arena_hi;
   ZSTD_customMem mem = {zalloc, zfree, nullptr};
   c.zstd = ZSTD_createCCtx_advanced(mem);
   if (!c.zstd) child_exit(2);

@@ -1,7 +1,7 @@
 // The SnapshotMemory record (child_memory.h): the program's RSS split into parts that add up to
-// it, at the fork: each anonymous mapping's Rss from the child's own /proc/self/smaps (its page
-// tables are the fork's copy: the program runs on and its own smaps, read later, would mix the
-// two moments), each file mapping's from the program's /proc/PID/smaps (fork does not copy the
+// it, at the fork: each anonymous mapping's Rss from the child's own page tables (PAGEMAP_SCAN,
+// image_scan.h, else its /proc/self/smaps: they are the fork's copy; the program runs on and its
+// own smaps, read later, would mix the two moments), each file mapping's from the program's /proc/PID/smaps (fork does not copy the
 // page tables of file mappings the program never wrote: see smaps.h, merge_fork_image); the child then
 // claims, in its copy, what it knows of each anonymous mapping, in order of precedence:
 // heapsnap's own memory, thread stacks, glibc's mmapped chunks, modules' .bss, and the arenas
@@ -23,18 +23,23 @@
 #include "core/private_heap.h"
 #include "core/thread_state.h"
 #include "snapshot/child_memory.h"
+#include "snapshot/image_scan.h"
 
 namespace hs::snapshot::child {
 
 using memory::Kind;
 using memory::kKinds;
 
-bool Meter::init(memory::SmapsEntry *entries, long count) {
-  e = entries;
-  n = count;
+void Meter::set_page() {
   long ps = sysconf(_SC_PAGESIZE);
   page = ps > 0 ? uint64_t(ps) : 4096;
   page_shift = unsigned(__builtin_ctzll(page));
+}
+
+bool Meter::init(memory::SmapsEntry *entries, long count, const uint8_t *(*taken)(uint64_t lo, uint64_t hi, void *ctx),
+                 void *ctx) {
+  e = entries;
+  n = count;
   vec = static_cast<uint8_t **>(heap::alloc_zeroed(size_t(n + 1) * sizeof(uint8_t *)));
   vec_failed = static_cast<bool *>(heap::alloc_zeroed(size_t(n + 1)));
   full = static_cast<bool *>(heap::alloc_zeroed(size_t(n + 1)));
@@ -45,9 +50,17 @@ bool Meter::init(memory::SmapsEntry *entries, long count) {
     if (!e[i].rss || !memory::is_splittable(e[i])) continue;
     size_t pages = size_t((e[i].end - e[i].start) / page);
     // (A reservation of more than 64 GiB is not split: a vector of 16 M entries and more.)
-    vec[i] = pages <= (size_t(1) << 24) ? static_cast<uint8_t *>(heap::alloc(pages + 1)) : nullptr;
-    // ENOMEM: the program mapped it after the fork; the child has none of it.
-    if (!vec[i] || mincore(reinterpret_cast<void *>(e[i].start), e[i].end - e[i].start, vec[i]) != 0) vec_failed[i] = true;
+    if (pages > (size_t(1) << 24)) {
+      vec_failed[i] = true;
+      continue;
+    }
+    // The vector memory_begin took, else one taken now (a mapping the child's maps did not have).
+    vec[i] = const_cast<uint8_t *>(taken(e[i].start, e[i].end, ctx));
+    if (!vec[i]) {
+      vec[i] = static_cast<uint8_t *>(heap::alloc(pages + 1));
+      // ENOMEM: the program mapped it after the fork; the child has none of it.
+      if (!vec[i] || mincore(reinterpret_cast<void *>(e[i].start), e[i].end - e[i].start, vec[i]) != 0) vec_failed[i] = true;
+    }
     if (vec_failed[i]) continue;
     size_t resident = 0;
     for (size_t pg = 0; pg < pages; ++pg) resident += vec[i][pg] & 1;
@@ -158,65 +171,24 @@ size_t claim_class(Meter &m, Claim *cl, size_t n, Claim *&taken, size_t nt) {
   return out;
 }
 
-// /proc/PID/smaps read whole into the child's arena (it may be megabytes: 1 KiB a mapping).
-char *read_whole(const char *path, size_t *len) {
-  int fd = open(path, O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return nullptr;
-  size_t cap = size_t(1) << 20, n = 0;
-  char *buf = static_cast<char *>(heap::alloc(cap));
-  while (buf) {
-    if (n == cap) {
-      buf = static_cast<char *>(heap::grow(buf, cap * 2));
-      cap *= 2;
-      if (!buf) break;
-    }
-    ssize_t r = read(fd, buf + n, cap - n);
-    if (r < 0 && errno == EINTR) continue;
-    if (r <= 0) break;
-    n += size_t(r);
-  }
-  close(fd);
-  *len = n;
-  return buf;
+// The residency vectors memory_begin took, looked up by range: the piece that holds all of
+// [lo, hi), else null.
+const Residency *residency_of(const MemoryState &ms, uint64_t lo, uint64_t hi) {
+  const Residency *it = std::upper_bound(ms.pieces, ms.pieces + ms.npieces, lo, [](uint64_t v, const Residency &r) { return v < r.hi; });
+  return it != ms.pieces + ms.npieces && it->lo <= lo && hi <= it->hi ? it : nullptr;
 }
 
-uint64_t vm_rss(uint64_t pid) {
-  char path[64], buf[4096];
-  snprintf(path, sizeof(path), "/proc/%lu/status", (unsigned long)pid);
-  if (read_small_file(path, buf, sizeof(buf)) <= 0) return 0;
-  const char *p = strstr(buf, "VmRSS:");
-  if (!p) return 0;
-  p += 6;
-  while (*p == ' ' || *p == '\t') ++p;
-  uint64_t v = 0;
-  while (*p >= '0' && *p <= '9') v = v * 10 + uint64_t(*p++ - '0');
-  return v * 1024;
-}
-
-// An smaps file parsed into the child's arena; null when it cannot be read or parsed.
-memory::SmapsEntry *read_smaps(const char *path, long *n) {
-  size_t len = 0;
-  char *text = read_whole(path, &len);
-  if (!text) return nullptr;
-  long lines = 0;
-  for (size_t i = 0; i < len; ++i) lines += text[i] == '\n';
-  const size_t cap = size_t(lines / 4 + 16);  // (a mapping is 20-odd lines)
-  auto *entries = static_cast<memory::SmapsEntry *>(heap::alloc(cap * sizeof(memory::SmapsEntry)));
-  *n = entries ? memory::parse_smaps(text, len, entries, cap) : -1;
-  return *n >= 0 ? entries : nullptr;
-}
-
-// Resident bytes of [lo, hi) in the child now (a mapping merged with the child's arena: its part
-// outside the arena).
-uint64_t resident_now(uint64_t lo, uint64_t hi, void *) {
-  const uint64_t page = uint64_t(sysconf(_SC_PAGESIZE));
+// Resident bytes of [lo, hi) in the child at memory_begin (a mapping merged with the child's
+// arena: its part outside the arena), from those vectors.
+uint64_t resident_at_begin(uint64_t lo, uint64_t hi, void *ctx) {
+  const auto &ms = *static_cast<const MemoryState *>(ctx);
+  const uint64_t page = ms.m.page;
   lo &= ~(page - 1);
-  size_t pages = size_t((hi - lo + page - 1) / page);
-  auto *v = static_cast<uint8_t *>(heap::alloc(pages + 1));
-  if (!v || mincore(reinterpret_cast<void *>(lo), hi - lo, v) != 0) return 0;
-  uint64_t r = 0;
-  for (size_t i = 0; i < pages; ++i) r += (v[i] & 1) ? page : 0;
-  return r;
+  const Residency *r = residency_of(ms, lo, hi);
+  if (!r || !r->vec) return 0;
+  uint64_t total = 0;
+  for (uint64_t pg = lo; pg < hi; pg += page) total += (r->vec[(pg - r->lo) / page] & 1) ? page : 0;
+  return total;
 }
 
 // The test hook HEAPSNAP_TEST_CHILD_HANDSHAKE=DIR (config.h): says it has forked (DIR/forked),
@@ -265,6 +237,46 @@ void write_arena(wire::Buf &o, const ArenaFigures &a) {
 
 }  // namespace
 
+namespace {
+
+// A mapping of the child's that may be anonymous memory of the program's (smaps.h, is_splittable:
+// the child's maps do not say which are shared; a vector too many costs a little time only).
+bool may_split(const Mapping &mp) {
+  return !mp.path[0] || strcmp(mp.path, "[heap]") == 0 || strcmp(mp.path, "[stack]") == 0 ||
+         strncmp(mp.path, "[anon:", 6) == 0;
+}
+
+// mincore's vectors of those mappings, but for the child's arena [skip_lo, skip_hi) (the kernel
+// may have merged a neighbour with it: the rest of that mapping is a piece of its own).
+void take_residency(const Child &c, MemoryState &ms, uint64_t skip_lo, uint64_t skip_hi) {
+  ms.pieces = static_cast<Residency *>(heap::alloc((size_t(c.nmaps) * 2 + 1) * sizeof(Residency)));
+  if (!ms.pieces) return;
+  const uint64_t page = ms.m.page;
+  for (long i = 0; i < c.nmaps; ++i) {
+    const Mapping &mp = c.maps[i];
+    if (!may_split(mp)) continue;
+    uint64_t cuts[2][2] = {{mp.start, mp.end < skip_lo ? mp.end : skip_lo}, {mp.start > skip_hi ? mp.start : skip_hi, mp.end}};
+    if (!(mp.start < skip_hi && skip_lo < mp.end)) cuts[0][1] = mp.end, cuts[1][0] = cuts[1][1] = 0;
+    for (auto &cut : cuts) {
+      if (cut[1] <= cut[0]) continue;
+      const size_t pages = size_t((cut[1] - cut[0]) / page);
+      if (pages > (size_t(1) << 24)) continue;  // (as Meter::init: not split)
+      auto *v = static_cast<uint8_t *>(heap::alloc(pages + 1));
+      if (v && mincore(reinterpret_cast<void *>(cut[0]), cut[1] - cut[0], v) != 0) v = nullptr;
+      ms.pieces[ms.npieces++] = {cut[0], cut[1], v};
+    }
+  }
+}
+
+// Meter::init's lookup of those vectors: the one that holds [lo, hi), from lo's page.
+const uint8_t *taken_vector(uint64_t lo, uint64_t hi, void *ctx) {
+  const auto &ms = *static_cast<const MemoryState *>(ctx);
+  const Residency *r = residency_of(ms, lo, hi);
+  return r && r->vec ? r->vec + (lo - r->lo) / ms.m.page : nullptr;
+}
+
+}  // namespace
+
 void memory_begin(Child &c, uint64_t arena_lo, uint64_t arena_hi) {
   auto *ms = static_cast<MemoryState *>(heap::alloc_zeroed(sizeof(MemoryState)));
   if (!ms) return;
@@ -272,25 +284,23 @@ void memory_begin(Child &c, uint64_t arena_lo, uint64_t arena_hi) {
   if (config.test_child_handshake[0]) test_handshake();
   ms->t0 = ms->lap_at = mono_ns();
   ms->n = -1;
-  // The child's own smaps first: the fork's page tables of the program's anonymous memory (see
-  // smaps.h, merge_fork_image). Then the program's, for the file mappings fork did not copy.
-  long n_own = 0, n_program = 0;
-  memory::SmapsEntry *own = read_smaps("/proc/self/smaps", &n_own);
+  // The child's own figures first: the fork's page tables of the program's anonymous memory (see
+  // smaps.h, merge_fork_image), before the child reads anything: by PAGEMAP_SCAN (image_scan.h),
+  // else from its /proc/self/smaps. Then the program's smaps, beside the enumeration (read_program).
+  const size_t own_cap = size_t(c.nmaps) + 2;
+  ms->own = static_cast<memory::SmapsEntry *>(heap::alloc(own_cap * sizeof(memory::SmapsEntry)));
+  auto *regions = static_cast<memory::PageRegion *>(heap::alloc(memory::kScanRegions * sizeof(memory::PageRegion)));
+  ms->n_own = ms->own && regions ? memory::scan_image(c.maps, c.nmaps, arena_lo, arena_hi, ms->own, own_cap, regions) : -1;
+  ms->own_scanned = ms->n_own >= 0;
+  if (!ms->own_scanned) ms->own = read_smaps("/proc/self/smaps", &ms->n_own);
   ms->lap(MemoryState::kOwnSmaps);
-  char path[64];
-  snprintf(path, sizeof(path), "/proc/%lu/smaps", (unsigned long)c.main_tid);
-  memory::SmapsEntry *program = read_smaps(path, &n_program);
-  ms->status_rss = vm_rss(c.main_tid);
-  ms->lap(MemoryState::kProgramSmaps);
-  if (own && program) {
-    const size_t cap = size_t(n_own + n_program + 2);
-    ms->entries = static_cast<memory::SmapsEntry *>(heap::alloc(cap * sizeof(memory::SmapsEntry)));
-    if (ms->entries)
-      ms->n = memory::merge_fork_image(own, n_own, program, n_program, arena_lo, arena_hi, resident_now, nullptr,
-                                       ms->entries, cap, &ms->changed);
-  }
-  if (ms->n > 0 && !ms->m.init(ms->entries, ms->n)) ms->n = 0;
+  ms->m.set_page();
+  take_residency(c, *ms, arena_lo, arena_hi);
   ms->lap(MemoryState::kMincore);
+  snprintf(ms->program_path, sizeof(ms->program_path), "/proc/%lu/smaps", (unsigned long)c.main_tid);
+  snprintf(ms->status_path, sizeof(ms->status_path), "/proc/%lu/status", (unsigned long)c.main_tid);
+  // (HEAPSNAP_SNAPSHOT_THREADS=1: the child runs on one thread, this read too.)
+  if (threads::wanted() <= 1 || !threads::start(ms->worker, read_program, ms)) read_program(ms);
   ms->ns = mono_ns() - ms->t0;
 }
 
@@ -300,6 +310,18 @@ void write_memory(Child &c, const regs::Result &rr, uint64_t arena_lo, uint64_t 
   const char *error = nullptr;
   MemoryState &ms = *c.memory;
   ms.lap_at = t0;
+  threads::join(ms.worker);
+  ms.lap(MemoryState::kWait);
+  if (ms.own && ms.program) {
+    if (ms.own_scanned) memory::take_split(ms.own, ms.n_own, ms.program, ms.n_program);
+    const size_t cap = size_t(ms.n_own + ms.n_program + 2);
+    ms.entries = static_cast<memory::SmapsEntry *>(heap::alloc(cap * sizeof(memory::SmapsEntry)));
+    if (ms.entries)
+      ms.n = memory::merge_fork_image(ms.own, ms.n_own, ms.program, ms.n_program, arena_lo, arena_hi, resident_at_begin,
+                                      &ms, ms.entries, cap, &ms.changed);
+  }
+  if (ms.n > 0 && !ms.m.init(ms.entries, ms.n, taken_vector, &ms)) ms.n = 0;
+  ms.lap(MemoryState::kMerge);
   const long n = ms.n;
   memory::SmapsEntry *entries = ms.entries;
   const uint64_t status_rss = ms.status_rss;
@@ -463,7 +485,9 @@ void write_memory(Child &c, const regs::Result &rr, uint64_t arena_lo, uint64_t 
 
   ms.lap(MemoryState::kTally);
   if (config.debug) {
-    static const char *const kStep[MemoryState::kSteps] = {"own smaps", "program smaps", "mincore", "claims", "arenas", "mmapped chunks", "tally"};
+    static const char *const kStep[MemoryState::kSteps] = {"own figures", "program smaps (worker)", "mincore",
+                                                           "wait for the worker", "merge", "claims", "arenas",
+                                                           "mmapped chunks", "tally"};
     char msg[512];
     size_t len = size_t(snprintf(msg, sizeof(msg), "heapsnap: memory breakdown, ms:"));
     for (int q = 0; q < MemoryState::kSteps && len < sizeof(msg); ++q)

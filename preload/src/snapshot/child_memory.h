@@ -9,6 +9,7 @@
 #include <cstdint>
 
 #include "snapshot/child_internal.h"
+#include "snapshot/child_threads.h"
 #include "snapshot/smaps.h"
 
 namespace hs::snapshot::child {
@@ -27,8 +28,11 @@ struct Meter {
   uint64_t (*virt)[memory::kKinds] = nullptr; // per mapping: bytes claimed, by kind
   long cursor = 0;
 
-  // Takes mincore's vector of every mapping the claims may split (anonymous, resident).
-  bool init(memory::SmapsEntry *entries, long count);
+  void set_page();  // (page, page_shift: before init)
+  // Takes mincore's vector of every mapping the claims may split (anonymous, resident): the one
+  // taken(lo, hi, ctx) gives (memory_begin's, of the child's mappings), else one taken now.
+  bool init(memory::SmapsEntry *entries, long count, const uint8_t *(*taken)(uint64_t lo, uint64_t hi, void *ctx),
+            void *ctx);
   // Claims [lo, hi) as kind k in every mapping it overlaps; returns its resident bytes.
   uint64_t add(uint64_t lo, uint64_t hi, memory::Kind k);
   // Resident bytes of [lo, hi), claiming nothing.
@@ -95,20 +99,37 @@ uint64_t find_main_state(Child &c, uint64_t top);
 // heaps[0..*nheaps) (room for heaps_cap), address-ordered: blocks outside them are no arena's.
 uint32_t walk_arenas(Child &c, Meter &m, ArenaFigures *out, uint32_t cap, Range *heaps, size_t *nheaps, size_t heaps_cap);
 
-// child_memory.cc, in two phases around the blocks' enumeration. memory_begin reads the child's
-// own smaps (the fork moment's anonymous memory) and the program's (its file mappings) and takes mincore's vectors of its anonymous mappings before the child reads any of the
-// program's memory: a read of a page the program never touched maps the zero page in the child,
-// which mincore would count (the shadow's untouched pages, read by the enumeration, did).
-// write_memory claims, walks the arenas and writes the SnapshotMemory record (before the blocks;
-// no block list is changed).
+// mincore's vector of one piece of the child's own anonymous mappings (memory_begin).
+struct Residency {
+  uint64_t lo, hi;
+  uint8_t *vec;  // null: mincore failed
+};
+
+// child_memory.cc, in two phases around the blocks' enumeration. memory_begin takes mincore's
+// vectors of the child's anonymous mappings before the child reads any of the program's memory
+// (a read of a page the program never touched maps the zero page in the child, which mincore
+// would count: the shadow's untouched pages, read by the enumeration, did) and reads the child's
+// own smaps (the fork moment's anonymous memory), then starts the reads of the program's smaps
+// (its file mappings) and VmRSS on a worker thread (child_threads.h, Background), beside the
+// enumeration. write_memory joins it, merges the two views, claims, walks the arenas and writes
+// the SnapshotMemory record (before the blocks; no block list is changed).
 struct MemoryState {
   memory::SmapsEntry *entries;  // the fork image's mappings (smaps.h, merge_fork_image)
   long n;  // -1: smaps could not be read
   uint64_t changed;  // the program's anonymous memory changed since the fork (left out)
   uint64_t status_rss;
-  uint64_t t0, ns;  // the breakdown's own time (both phases)
-  // HEAPSNAP_DEBUG=1: where that time goes (kSteps, printed at the end of write_memory).
-  enum Step { kOwnSmaps, kProgramSmaps, kMincore, kClaims, kArenas, kMmapped, kTally, kSteps };
+  uint64_t t0, ns;  // the breakdown's own time on the child's main thread (both phases)
+  // The worker's reads: both smaps parsed (null: not read), their counts, the program's files.
+  memory::SmapsEntry *own, *program;
+  long n_own, n_program;
+  bool own_scanned;  // own came from PAGEMAP_SCAN (image_scan.h), not from /proc/self/smaps
+  char program_path[64], status_path[64];
+  threads::Background worker;
+  Residency *pieces;  // address-ordered
+  size_t npieces;
+  // HEAPSNAP_DEBUG=1: where that time goes (kSteps, printed at the end of write_memory). The
+  // program's smaps is the worker's; "wait" is how long write_memory waited for it to end.
+  enum Step { kOwnSmaps, kProgramSmaps, kMincore, kWait, kMerge, kClaims, kArenas, kMmapped, kTally, kSteps };
   uint64_t step_ns[kSteps];
   uint64_t lap_at;
   void lap(Step s) {
@@ -118,6 +139,11 @@ struct MemoryState {
   }
   Meter m;
 };
+// child_proc.cc: an smaps file parsed into the child's arena (null when it cannot be read or
+// parsed); the worker's reads of the program's smaps and VmRSS into a MemoryState (arg).
+memory::SmapsEntry *read_smaps(const char *path, long *n);
+void read_program(void *arg);
+
 void memory_begin(Child &c, uint64_t arena_lo, uint64_t arena_hi);
 void write_memory(Child &c, const regs::Result &rr, uint64_t arena_lo, uint64_t arena_hi);
 

@@ -77,6 +77,50 @@ void wake_all(const std::atomic<uint32_t> &word) {
 #endif
 }
 
+long raw_syscall(long n, long a, long b, long c, long d) {
+#if defined(__x86_64__)
+  return raw(n, a, b, c, d);
+#else
+  return syscall(n, a, b, c, d);
+#endif
+}
+
+namespace {
+#if defined(__x86_64__)
+int background_main(void *p) {
+  auto *b = static_cast<Background *>(p);
+  b->fn(b->arg);
+  return 0;
+}
+#endif
+}  // namespace
+
+bool start(Background &b, void (*fn)(void *), void *arg) {
+  b.fn = fn;
+  b.arg = arg;
+  b.started = false;
+#if defined(__x86_64__)
+  constexpr int kFlags = CLONE_VM | CLONE_FS | CLONE_FILES | CLONE_SIGHAND | CLONE_THREAD | CLONE_SYSVSEM |
+                         CLONE_PARENT_SETTID | CLONE_CHILD_CLEARTID;
+  auto *stack = static_cast<uint8_t *>(heap::alloc(kStackBytes));
+  if (!stack) return false;
+  void *top = reinterpret_cast<void *>((reinterpret_cast<uintptr_t>(stack) + kStackBytes) & ~uintptr_t(15));
+  pid_t *tid = const_cast<pid_t *>(reinterpret_cast<volatile pid_t *>(&b.tid));
+  b.started = clone(background_main, top, kFlags, &b, tid, nullptr, tid) >= 0;
+#endif
+  return b.started;
+}
+
+void join(Background &b) {
+#if defined(__x86_64__)
+  if (!b.started) return;
+  for (int32_t t; (t = b.tid) != 0;) raw(SYS_futex, long(&b.tid), FUTEX_WAIT, long(t), 0);
+  b.started = false;
+#else
+  (void)b;
+#endif
+}
+
 uint32_t run(uint32_t n, void (*fn)(void *, uint32_t), void *arg) {
   uint32_t started = 0;
 #if defined(__x86_64__)

@@ -36,6 +36,23 @@ uint32_t wanted();
 // only one: a thread that cannot be started is not started). Returns the threads that ran.
 uint32_t run(uint32_t n, void (*fn)(void *arg, uint32_t k), void *arg);
 
+// One worker started now and joined later, beside whatever the calling thread does meanwhile
+// (the RSS breakdown's /proc reads, child_memory.cc, run while the blocks are enumerated). Its
+// stack comes from the child's arena, not from a mapping of its own: the worker reads
+// /proc/self/smaps, where a new mapping would show as memory of the program's. start() returns
+// false when no thread could be started (then nothing runs: the caller calls fn itself).
+struct Background {
+  void (*fn)(void *) = nullptr;
+  void *arg = nullptr;
+  volatile int32_t tid = 0;  // set by the kernel at the clone, cleared (and woken) at the exit
+  bool started = false;
+};
+bool start(Background &b, void (*fn)(void *), void *arg);
+void join(Background &b);  // (returns at once when it was not started)
+
+// A system call that writes no errno (a worker shares its starter's TLS): -errno on failure.
+long raw_syscall(long n, long a = 0, long b = 0, long c = 0, long d = 0);
+
 // Raw futex waits and wakes on a 32-bit word (no errno: usable in a worker).
 void wait_while(const std::atomic<uint32_t> &word, uint32_t value);
 void wake_all(const std::atomic<uint32_t> &word);

@@ -106,6 +106,7 @@ Kind base_kind(const SmapsEntry *all, long n, long i) {
   const SmapsEntry &e = all[i];
   const char *path = e.path;
   if (strstr(path, "libheapsnap_preload") || strstr(path, "libmimalloc")) return kHeapsnap;
+  if (!e.shared && strncmp(path, "[anon:heapsnap", 14) == 0) return kHeapsnap;  // (core/own_mappings.h names them)
   if (e.shared) {
     // MAP_SHARED|MAP_ANONYMOUS shows as "/dev/zero (deleted)"; shm_open as /dev/shm/NAME.
     if (!path[0] || strncmp(path, "/dev/zero", 9) == 0 || strncmp(path, "/dev/shm/", 9) == 0 ||

@@ -4,6 +4,8 @@
 
 #include <cstdlib>
 
+#include "core/own_mappings.h"
+
 namespace hs::info {
 
 constinit WordMap words;
@@ -40,6 +42,7 @@ void advise_hugepages() {
         g_advised[t] = nullptr;
         continue;
       }
+      own_mappings::note(g_advised[t], (kMaxStretches + 63) / 64 * 8);
     }
     uint64_t *adv = g_advised[t];
     size_t done = 0;

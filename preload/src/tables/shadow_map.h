@@ -36,6 +36,7 @@
 #include <type_traits>
 
 #include "core/common.h"
+#include "core/own_mappings.h"
 
 namespace hs::shadow {
 
@@ -91,6 +92,7 @@ E map_leaf(std::atomic<E> &slot, size_t bytes, uintptr_t bias = 0) {
     munmap(m, bytes);  // another thread won the race (or the unusable address above)
     return expected;
   }
+  own_mappings::name(m, bytes);  // (the snapshot child knows the leaves from the tables)
   return entry;
 }
 

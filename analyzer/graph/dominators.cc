@@ -36,6 +36,8 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
+#include <limits>
 #include <memory>
 #include <stdexcept>
 
@@ -98,7 +100,34 @@ struct Work {
   std::unique_ptr<uint32_t[]> preds;  // stored predecessors, grouped by target
   std::unique_ptr<uint32_t[]> parent; // DFS tree parent
   Meter meter;
+  DominatorSteps steps;
 };
+
+double seconds_since(std::chrono::steady_clock::time_point& t) {
+  const auto now = std::chrono::steady_clock::now();
+  const double s = std::chrono::duration<double>(now - t).count();
+  t = now;
+  return s;
+}
+
+// The late node's edges, made now that the DFS enters it, go at the end of g's targets (its
+// list is the last). 'counted': the graph's arrays are part of the meter (consuming variant).
+void add_late_edges(CsrGraph& g, const LateNode& late, const uint32_t* pre, bool counted, Work& w) {
+  auto t0 = std::chrono::steady_clock::now();
+  const std::vector<uint32_t> edges = late.edges(g, std::span<const uint32_t>(pre, g.num_nodes));
+  if (g.targets.size() + edges.size() > std::numeric_limits<uint32_t>::max())
+    throw std::length_error("compute_dominators: the late node's edges make 2^32 edges or more");
+  for (uint32_t t : edges)
+    if (t >= g.num_nodes) throw std::invalid_argument("compute_dominators: a late edge's node id >= num_nodes");
+  const size_t before = g.targets.capacity();
+  g.targets.insert(g.targets.end(), edges.begin(), edges.end());
+  g.offsets[g.num_nodes] = static_cast<uint32_t>(g.targets.size());
+  if (counted) {
+    w.meter.add(g.targets.capacity() * 4);
+    w.meter.sub(before * 4);
+  }
+  w.steps.late_s += seconds_since(t0);
+}
 
 // Gives the physical pages wholly inside [begin, end) back to the kernel. The range stays
 // allocated to its owner (and would read as zeros); for the dead tail of an array that is
@@ -128,10 +157,12 @@ inline void prefetch_targets(const uint32_t* off, const uint32_t* tgt, const uin
 // Iterative DFS from root for compute_dominators. Assigns preorder numbers (pre, order) and
 // leaves forest[w] = {parent, min(parent, forward predecessors)} and ends[w] = the number of
 // back/cross predecessors of w (collect_predecessors stores them).
-void depth_first(const CsrGraph& g, uint32_t root, Work& w) {
+// With a late node, 'grow' is g itself, writable, for the late node's edges.
+void depth_first(const CsrGraph& g, uint32_t root, Work& w, CsrGraph* grow, const LateNode* late) {
   const uint32_t num = g.num_nodes;
   const uint32_t* off = g.offsets.data();
   const uint32_t* tgt = g.targets.data();
+  const uint32_t late_node = late ? late->node : kNone;
 
   w.pre = uninit<uint32_t>(num);
   uint32_t* pre = w.pre.get();
@@ -170,6 +201,11 @@ void depth_first(const CsrGraph& g, uint32_t root, Work& w) {
       if (pt == kNone) {  // tree edge: descend
         cursor[depth++] = e;
         if (depth > max_depth) max_depth = depth;
+        if (t == late_node) {  // its edges are made now; the graph's arrays may move
+          add_late_edges(*grow, *late, pre, false, w);
+          off = g.offsets.data();
+          tgt = g.targets.data();
+        }
         enter(t, cur, n);
         cur = n++;
         e = off[t];
@@ -257,10 +293,11 @@ void collect_predecessors(const CsrGraph& g, Work& w) {
 // and only then are order[] and the forest made.
 
 // Iterative DFS from root: pre[], parent[] (by preorder number), and the edges marked.
-void depth_first_marking(CsrGraph& g, uint32_t root, Work& w) {
+void depth_first_marking(CsrGraph& g, uint32_t root, Work& w, const LateNode* late) {
   const uint32_t num = g.num_nodes;
   const uint32_t* off = g.offsets.data();
   uint32_t* tgt = g.targets.data();
+  const uint32_t late_node = late ? late->node : kNone;
 
   w.pre = uninit<uint32_t>(num);
   uint32_t* pre = w.pre.get();
@@ -295,6 +332,11 @@ void depth_first_marking(CsrGraph& g, uint32_t root, Work& w) {
         tgt[e] = kNone;
         stack[depth++] = {e + 1, e_end};
         if (depth > max_depth) max_depth = depth;
+        if (t == late_node) {  // its edges are made now; the graph's arrays may move
+          add_late_edges(g, *late, pre, true, w);
+          off = g.offsets.data();
+          tgt = g.targets.data();
+        }
         enter(t, cur, n);
         cur = n++;
         e = off[t];
@@ -484,8 +526,18 @@ void check_graph(const CsrGraph& g, uint32_t root) {
     throw std::invalid_argument("compute_dominators: inconsistent CSR arrays");
 }
 
-DominatorTree finish(Work& w) {
+void check_late(const CsrGraph& g, uint32_t root, const LateNode* late) {
+  if (!late) return;
+  if (late->node != g.num_nodes - 1 || late->node == root)
+    throw std::invalid_argument("compute_dominators: the late node is not the last node, or is the root");
+  if (g.offsets[late->node] != g.offsets[late->node + 1])
+    throw std::invalid_argument("compute_dominators: the late node has edges already");
+  if (!late->edges) throw std::invalid_argument("compute_dominators: the late node has no edge maker");
+}
+
+DominatorTree finish(Work& w, std::chrono::steady_clock::time_point t0) {
   semidominators(w);
+  w.steps.semi_s = seconds_since(t0);
   DominatorTree tree;
   tree.idom.assign(w.num, kNoIdom);
   w.meter.add(size_t{w.num} * 4);
@@ -496,27 +548,43 @@ DominatorTree finish(Work& w) {
   if (tree.preorder.capacity() - tree.preorder.size() > tree.preorder.size() / 8)
     tree.preorder.shrink_to_fit();
   tree.work_peak_bytes = w.meter.peak();
+  w.steps.idom_s = seconds_since(t0);
+  tree.steps = w.steps;
   return tree;
+}
+
+DominatorTree dominators_of(const CsrGraph& g, uint32_t root, CsrGraph* grow, const LateNode* late) {
+  check_graph(g, root);
+  check_late(g, root, late);
+  Work w;
+  auto t0 = std::chrono::steady_clock::now();
+  depth_first(g, root, w, grow, late);
+  w.steps.dfs_s = seconds_since(t0);
+  collect_predecessors(g, w);
+  w.steps.preds_s = seconds_since(t0);
+  return finish(w, t0);
 }
 
 }  // namespace
 
-DominatorTree compute_dominators(const CsrGraph& g, uint32_t root) {
-  check_graph(g, root);
-  Work w;
-  depth_first(g, root, w);
-  collect_predecessors(g, w);
-  return finish(w);
+DominatorTree compute_dominators(const CsrGraph& g, uint32_t root) { return dominators_of(g, root, nullptr, nullptr); }
+
+DominatorTree compute_dominators(CsrGraph& g, uint32_t root, const LateNode& late) {
+  return dominators_of(g, root, &g, &late);
 }
 
-DominatorTree compute_dominators_consuming(CsrGraph& g, uint32_t root) {
+DominatorTree compute_dominators_consuming(CsrGraph& g, uint32_t root, const LateNode* late) {
   check_graph(g, root);
+  check_late(g, root, late);
   Work w;
   w.meter.add(bytes_used(g));
-  depth_first_marking(g, root, w);
+  auto t0 = std::chrono::steady_clock::now();
+  depth_first_marking(g, root, w, late);
+  w.steps.dfs_s = seconds_since(t0);
   compact_marked_edges(g, w);
   distribute_marked_edges(g, w);
-  return finish(w);
+  w.steps.preds_s = seconds_since(t0);
+  return finish(w, t0);
 }
 
 size_t bytes_used(const DominatorTree& t) {

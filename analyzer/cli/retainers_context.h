@@ -73,9 +73,9 @@ struct GraphStatsReport {
     const double cpu = double(ru.ru_utime.tv_sec) + double(ru.ru_utime.tv_usec) * 1e-6 + double(ru.ru_stime.tv_sec) +
                        double(ru.ru_stime.tv_usec) * 1e-6;
     fprintf(stderr,
-            "dominator steps: dfs %.3f s (leak cliques %.3f s of it), predecessors %.3f s, semidominators %.3f s, "
-            "idoms %.3f s; cpu %.3f s\n",
-            d.dfs_s, d.late_s, d.preds_s, d.semi_s, d.idom_s, cpu);
+            "dominator steps, cpu s: dfs %.3f (leak cliques %.3f of it), predecessors %.3f, semidominators %.3f, "
+            "idoms %.3f; process cpu %.3f s\n",
+            d.dfs.cpu_s, d.late.cpu_s, d.preds.cpu_s, d.semi.cpu_s, d.idom.cpu_s, cpu);
   }
 };
 

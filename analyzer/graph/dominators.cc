@@ -33,6 +33,7 @@
 #include "graph/dominators.h"
 
 #include <sys/mman.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -103,17 +104,30 @@ struct Work {
   DominatorSteps steps;
 };
 
-double seconds_since(std::chrono::steady_clock::time_point& t) {
-  const auto now = std::chrono::steady_clock::now();
-  const double s = std::chrono::duration<double>(now - t).count();
-  t = now;
-  return s;
-}
+// Wall and thread CPU time since the last lap.
+class Lap {
+ public:
+  StepTime lap() {
+    const StepTime now = read();
+    const StepTime d{now.wall_s - last_.wall_s, now.cpu_s - last_.cpu_s};
+    last_ = now;
+    return d;
+  }
+
+ private:
+  static StepTime read() {
+    timespec cpu{};
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &cpu);
+    return {std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count(),
+            double(cpu.tv_sec) + double(cpu.tv_nsec) * 1e-9};
+  }
+  StepTime last_ = read();
+};
 
 // The late node's edges, made now that the DFS enters it, go at the end of g's targets (its
 // list is the last). 'counted': the graph's arrays are part of the meter (consuming variant).
 void add_late_edges(CsrGraph& g, const LateNode& late, const uint32_t* pre, bool counted, Work& w) {
-  auto t0 = std::chrono::steady_clock::now();
+  Lap t0;
   const std::vector<uint32_t> edges = late.edges(g, std::span<const uint32_t>(pre, g.num_nodes));
   if (g.targets.size() + edges.size() > std::numeric_limits<uint32_t>::max())
     throw std::length_error("compute_dominators: the late node's edges make 2^32 edges or more");
@@ -126,7 +140,7 @@ void add_late_edges(CsrGraph& g, const LateNode& late, const uint32_t* pre, bool
     w.meter.add(g.targets.capacity() * 4);
     w.meter.sub(before * 4);
   }
-  w.steps.late_s += seconds_since(t0);
+  w.steps.late = t0.lap();
 }
 
 // Gives the physical pages wholly inside [begin, end) back to the kernel. The range stays
@@ -535,9 +549,9 @@ void check_late(const CsrGraph& g, uint32_t root, const LateNode* late) {
   if (!late->edges) throw std::invalid_argument("compute_dominators: the late node has no edge maker");
 }
 
-DominatorTree finish(Work& w, std::chrono::steady_clock::time_point t0) {
+DominatorTree finish(Work& w, Lap& t0) {
   semidominators(w);
-  w.steps.semi_s = seconds_since(t0);
+  w.steps.semi = t0.lap();
   DominatorTree tree;
   tree.idom.assign(w.num, kNoIdom);
   w.meter.add(size_t{w.num} * 4);
@@ -548,7 +562,7 @@ DominatorTree finish(Work& w, std::chrono::steady_clock::time_point t0) {
   if (tree.preorder.capacity() - tree.preorder.size() > tree.preorder.size() / 8)
     tree.preorder.shrink_to_fit();
   tree.work_peak_bytes = w.meter.peak();
-  w.steps.idom_s = seconds_since(t0);
+  w.steps.idom = t0.lap();
   tree.steps = w.steps;
   return tree;
 }
@@ -557,11 +571,11 @@ DominatorTree dominators_of(const CsrGraph& g, uint32_t root, CsrGraph* grow, co
   check_graph(g, root);
   check_late(g, root, late);
   Work w;
-  auto t0 = std::chrono::steady_clock::now();
+  Lap t0;
   depth_first(g, root, w, grow, late);
-  w.steps.dfs_s = seconds_since(t0);
+  w.steps.dfs = t0.lap();
   collect_predecessors(g, w);
-  w.steps.preds_s = seconds_since(t0);
+  w.steps.preds = t0.lap();
   return finish(w, t0);
 }
 
@@ -578,12 +592,12 @@ DominatorTree compute_dominators_consuming(CsrGraph& g, uint32_t root, const Lat
   check_late(g, root, late);
   Work w;
   w.meter.add(bytes_used(g));
-  auto t0 = std::chrono::steady_clock::now();
+  Lap t0;
   depth_first_marking(g, root, w, late);
-  w.steps.dfs_s = seconds_since(t0);
+  w.steps.dfs = t0.lap();
   compact_marked_edges(g, w);
   distribute_marked_edges(g, w);
-  w.steps.preds_s = seconds_since(t0);
+  w.steps.preds = t0.lap();
   return finish(w, t0);
 }
 

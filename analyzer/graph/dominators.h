@@ -27,13 +27,17 @@ struct LateNode {
   std::function<std::vector<uint32_t>(const CsrGraph& g, std::span<const uint32_t> reached)> edges;
 };
 
-// Seconds spent in each step (for --stats and the benchmarks).
+// Seconds spent in each step (for --stats and the benchmarks): wall time, and the CPU time of
+// the calling thread (the steadier figure on a shared machine; the steps run on it alone).
+struct StepTime {
+  double wall_s = 0, cpu_s = 0;
+};
 struct DominatorSteps {
-  double dfs_s = 0;    // the DFS (and the late node's edges, late_s, inside it)
-  double late_s = 0;   // LateNode::edges
-  double preds_s = 0;  // predecessor lists (the consuming variant: compacting and grouping edges)
-  double semi_s = 0;   // semidominators
-  double idom_s = 0;   // nearest common ancestors, and the result in original ids
+  StepTime dfs;    // the DFS (and the late node's edges, late, inside it)
+  StepTime late;   // LateNode::edges
+  StepTime preds;  // predecessor lists (the consuming variant: compacting and grouping edges)
+  StepTime semi;   // semidominators
+  StepTime idom;   // nearest common ancestors, and the result in original ids
 };
 
 struct DominatorTree {

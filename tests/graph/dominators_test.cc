@@ -210,6 +210,9 @@ TEST_CASE("synthetic graphs match Cooper-Harvey-Kennedy") {
     check(random_graph(50000, 1.5, seed));
     check(random_graph(50000, 4.0, seed));
   }
+  // Big enough for the consuming variant's forest to be made in many chunks and for its
+  // predecessor lists to be given back part by part behind the sweep.
+  check(heap_like_graph(1500000, 4));
   check(heap_like_graph(2, 9));
   check(heap_like_graph(300, 9));
   check(binary_tree(100000, 1));

@@ -26,11 +26,15 @@
 //  * compute_dominators_consuming (the graph's arrays are the working space): graph + 4N + 4n
 //    + 8d in the DFS; 4N + 4b + 4N + 4n once the kept edges are compacted (the rest of the
 //    targets array is released); + 4n + 4b while they are grouped by target; then the graph
-//    and pre[] go, and 20n + 4b in the main loop as above. b also counts forward edges here.
+//    and pre[] go, and 20n + 4b in the main loop as above, less the predecessor lists behind the
+//    sweep and the forest's entries ahead of it, which are made as it comes to them. b also
+//    counts forward edges here.
 //    On heap-like graphs (E = 2n, b = 0.95n, d = 0.34n) the peak is 24 bytes per node, graph
 //    included, against 35 for the graph next to compute_dominators' working set.
 
 #include "graph/dominators.h"
+
+#include "graph/dominator_work.h"
 
 #include <sys/mman.h>
 #include <time.h>
@@ -43,96 +47,8 @@
 #include <stdexcept>
 
 namespace heapsnap::graph {
+namespace detail {
 
-namespace {
-
-constexpr uint32_t kNone = UINT32_MAX;
-
-// How many of a newly entered node's edges get their target's lookups prefetched. Enough for
-// typical objects; a node with a million pointers should not issue a million prefetches.
-constexpr uint32_t kEdgePrefetch = 8;
-// Prefetch distance, in edges, of the predecessor-collecting sweep. Its random lookups are
-// prefetched in two stages: the target's preorder number this far ahead, and at half the
-// distance (when that number has arrived) the target's counter.
-constexpr uint32_t kEdgeAhead = 16;
-// The semidominator sweep prefetches a predecessor's forest entry this far ahead, its forest
-// parent (the first step of eval's walk) at kStep1Ahead, once the entry has arrived, and the
-// grandparent at kStep2Ahead. Measured at 10^8 nodes: a quarter off the sweep.
-constexpr uint32_t kPredAhead = 32;
-constexpr uint32_t kStep1Ahead = 20;
-constexpr uint32_t kStep2Ahead = 10;
-// The semidominator sweep makes the consuming variant's forest kForestChunk entries at a time,
-// when it comes within kForestAhead nodes of the made ones, and gives back the predecessor
-// lists' pages behind it every kPredsRelease entries (1 MiB).
-constexpr uint32_t kForestChunk = 16384;
-constexpr uint32_t kForestAhead = 64;
-constexpr uint32_t kPredsRelease = 262144;
-
-// Every slot is written before it is read; skipping the zero-fill also leaves pages past the
-// reachable count untouched, so they cost no memory.
-template <class T>
-std::unique_ptr<T[]> uninit(size_t n) {
-  return std::make_unique_for_overwrite<T[]>(n);
-}
-
-// The link-eval forest. 'anc' is the (compressed) forest parent; 'best' is the smallest semi
-// on the compressed path (Tarjan's label, stored as its semi since only that is compared).
-// eval reads both for the same node at every step, so they share a cache line.
-struct Forest {
-  uint32_t anc;
-  uint32_t best;
-};
-
-// Accounts for the arrays alive at once, for DominatorTree::work_peak_bytes.
-class Meter {
- public:
-  void add(size_t bytes) { peak_ = std::max(peak_, cur_ += bytes); }
-  void sub(size_t bytes) { cur_ -= bytes; }
-  size_t peak() const { return peak_; }
-
- private:
-  size_t cur_ = 0;
-  size_t peak_ = 0;
-};
-
-struct Work {
-  uint32_t num = 0;                   // all nodes
-  uint32_t n = 0;                     // reachable nodes
-  uint32_t num_preds = 0;             // stored predecessors
-  std::vector<uint32_t> order;        // preorder -> original id; becomes the result
-  std::unique_ptr<uint32_t[]> pre;    // original id -> preorder, kNone if unreachable
-  std::unique_ptr<Forest[]> forest;   // per preorder number
-  std::unique_ptr<uint32_t[]> ends;   // predecessor counts, then predecessor list ends, then
-                                      // semi, then idom: one array, four jobs
-  std::unique_ptr<uint32_t[]> preds;  // stored predecessors, grouped by target
-  std::unique_ptr<uint32_t[]> parent; // DFS tree parent
-  uint32_t forest_from = 0;           // forest[forest_from ..] are made; the rest is not yet
-  Meter meter;
-  DominatorSteps steps;
-};
-
-// Wall and thread CPU time since the last lap.
-class Lap {
- public:
-  StepTime lap() {
-    const StepTime now = read();
-    const StepTime d{now.wall_s - last_.wall_s, now.cpu_s - last_.cpu_s};
-    last_ = now;
-    return d;
-  }
-
- private:
-  static StepTime read() {
-    timespec cpu{};
-    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &cpu);
-    return {std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count(),
-            double(cpu.tv_sec) + double(cpu.tv_nsec) * 1e-9};
-  }
-  StepTime last_ = read();
-};
-
-// The late node's edges, made now that the DFS enters it, go at the end of g's targets (its
-// list is the last). 'counted': the graph's arrays are part of the meter (consuming variant).
 void add_late_edges(CsrGraph& g, const LateNode& late, const uint32_t* pre, bool counted, Work& w) {
   Lap t0;
   const std::vector<uint32_t> edges = late.edges(g, std::span<const uint32_t>(pre, g.num_nodes));
@@ -149,31 +65,24 @@ void add_late_edges(CsrGraph& g, const LateNode& late, const uint32_t* pre, bool
   }
   w.steps.late = t0.lap();
 }
+}  // namespace detail
 
-// Gives the physical pages wholly inside [begin, end) back to the kernel. The range stays
-// allocated to its owner (and would read as zeros); for the dead tail of an array that is
-// freed later as a whole, so that its pages do not count until then.
-void release_pages(void* begin, void* end) {
-  const uintptr_t page = uintptr_t(sysconf(_SC_PAGESIZE));
-  const uintptr_t b = (uintptr_t(begin) + page - 1) & ~(page - 1);
-  const uintptr_t e = uintptr_t(end) & ~(page - 1);
-  if (e > b) madvise(reinterpret_cast<void*>(b), e - b, MADV_DONTNEED);
-}
+namespace {
 
-template <class T>
-void free_vector(std::vector<T>& v) {
-  std::vector<T>().swap(v);
-}
+using namespace detail;
 
-// Prefetches what the DFS reads next about a node just entered: its targets' entries.
-inline void prefetch_targets(const uint32_t* off, const uint32_t* tgt, const uint32_t* pre, uint32_t v) {
-  const uint32_t first = off[v];
-  const uint32_t last = first + std::min(off[v + 1] - first, kEdgePrefetch);
-  for (uint32_t k = first; k < last; ++k) {
-    __builtin_prefetch(&pre[tgt[k]]);
-    __builtin_prefetch(&off[tgt[k]]);
-  }
-}
+// The semidominator sweep prefetches a predecessor's forest entry this far ahead, its forest
+// parent (the first step of eval's walk) at kStep1Ahead, once the entry has arrived, and the
+// grandparent at kStep2Ahead. Measured at 10^8 nodes: a quarter off the sweep.
+constexpr uint32_t kPredAhead = 32;
+constexpr uint32_t kStep1Ahead = 20;
+constexpr uint32_t kStep2Ahead = 10;
+// The semidominator sweep makes the consuming variant's forest kForestChunk entries at a time,
+// when it comes within kForestAhead nodes of the made ones, and gives back the predecessor
+// lists' pages behind it every kPredsRelease entries (1 MiB).
+constexpr uint32_t kForestChunk = 16384;
+constexpr uint32_t kForestAhead = 64;
+constexpr uint32_t kPredsRelease = 262144;
 
 // Iterative DFS from root for compute_dominators. Assigns preorder numbers (pre, order) and
 // leaves forest[w] = {parent, min(parent, forward predecessors)} and ends[w] = the number of
@@ -301,165 +210,6 @@ void collect_predecessors(const CsrGraph& g, Work& w) {
   w.pre.reset();
   w.meter.sub(size_t{w.num} * 4);
   copy_parents(w);
-}
-
-// --- compute_dominators_consuming: the graph's arrays as working space ----------------------
-//
-// The DFS keeps only pre[] and the parents: every non-tree edge it examines is written over,
-// in place, with its target's preorder number (kNone for tree edges, self-edges and edges into
-// the root), so that forward edges are stored as predecessors like back and cross edges
-// (semidominators takes v itself for a predecessor v < w) instead of being folded into
-// forest[].best during the DFS. Then the kept edges are compacted, the rest of the targets
-// array released, and the predecessor lists built from the compacted edges; the graph goes,
-// and only then are order[] and the forest made.
-
-// Iterative DFS from root: pre[], parent[] (by preorder number), and the edges marked.
-void depth_first_marking(CsrGraph& g, uint32_t root, Work& w, const LateNode* late) {
-  const uint32_t num = g.num_nodes;
-  const uint32_t* off = g.offsets.data();
-  uint32_t* tgt = g.targets.data();
-  const uint32_t late_node = late ? late->node : kNone;
-
-  w.pre = uninit<uint32_t>(num);
-  uint32_t* pre = w.pre.get();
-  std::fill_n(pre, num, kNone);
-  w.parent = uninit<uint32_t>(num);  // only n entries get touched
-  uint32_t* parent = w.parent.get();
-  // The DFS stack is the chain of parent links up from the current node; each node on it also
-  // needs its place in its edge list and the list's end, kept by depth (only as many entries
-  // get touched as the DFS goes deep).
-  struct Resume {
-    uint32_t e, e_end;
-  };
-  auto stack = uninit<Resume>(num);
-  uint32_t depth = 0, max_depth = 0;
-
-  auto enter = [&](uint32_t v, uint32_t up, uint32_t id) {
-    pre[v] = id;
-    parent[id] = up;
-    prefetch_targets(off, tgt, pre, v);
-  };
-
-  enter(root, 0, 0);
-  uint32_t n = 1;
-  uint32_t cur = 0;
-  uint32_t e = off[root];
-  uint32_t e_end = off[root + 1];
-  for (;;) {
-    if (e < e_end) {
-      const uint32_t t = tgt[e];
-      const uint32_t pt = pre[t];
-      if (pt == kNone) {  // tree edge: descend
-        tgt[e] = kNone;
-        stack[depth++] = {e + 1, e_end};
-        if (depth > max_depth) max_depth = depth;
-        if (t == late_node) {  // its edges are made now; the graph's arrays may move
-          add_late_edges(g, *late, pre, true, w);
-          off = g.offsets.data();
-          tgt = g.targets.data();
-        }
-        enter(t, cur, n);
-        cur = n++;
-        e = off[t];
-        e_end = off[t + 1];
-        continue;
-      }
-      // Any other edge is a predecessor to keep, but for self-edges and edges into the root.
-      tgt[e] = pt == cur || pt == 0 ? kNone : pt;
-      ++e;
-    } else {  // finished cur: back up
-      if (cur == 0) break;
-      cur = parent[cur];
-      --depth;
-      e = stack[depth].e;
-      e_end = stack[depth].e_end;
-    }
-  }
-  w.num = num;
-  w.n = n;
-  // pre and parent stay; the stack goes on return. The graph was counted by the caller.
-  w.meter.add(size_t{num} * 4 + size_t{n} * 4 + size_t{max_depth} * sizeof(Resume));
-  w.meter.sub(size_t{max_depth} * sizeof(Resume));
-}
-
-// Moves the marked edges of reachable sources (their targets' preorder numbers) to the front
-// of the targets array, in the graph's order, and rewrites the offsets to match, in place:
-// source o's kept edges are then tgt[off[o] .. off[o + 1]). The rest of the array is released.
-// Unreachable sources were never examined (their entries are still node ids): skipped.
-void compact_marked_edges(CsrGraph& g, Work& w) {
-  uint32_t* off = g.offsets.data();
-  uint32_t* tgt = g.targets.data();
-  const uint32_t* pre = w.pre.get();
-  uint32_t out = 0;
-  uint32_t begin = off[0];
-  for (uint32_t o = 0; o < w.num; ++o) {
-    const uint32_t end = off[o + 1];
-    off[o] = out;
-    if (pre[o] != kNone)
-      for (uint32_t e = begin; e < end; ++e)
-        if (tgt[e] != kNone) tgt[out++] = tgt[e];
-    begin = end;
-  }
-  off[w.num] = out;
-  w.num_preds = out;
-  release_pages(tgt + out, tgt + g.targets.capacity());
-  w.meter.sub((g.targets.capacity() - out) * 4);
-}
-
-// Counts each target's predecessors, then stores them grouped by target: t's list is
-// preds[ends[t - 1] .. ends[t]), sources in the graph's order (back and cross edges in the
-// same order as collect_predecessors). Frees the graph, makes order[] from pre[] (the inverse
-// permutation) and frees pre[], and sets up the forest: {parent, parent} for every node.
-void distribute_marked_edges(CsrGraph& g, Work& w) {
-  const uint32_t n = w.n, b = w.num_preds;
-  const uint32_t* off = g.offsets.data();
-  const uint32_t* tgt = g.targets.data();
-  w.ends = uninit<uint32_t>(n);
-  w.meter.add(size_t{n} * 4);
-  uint32_t* ends = w.ends.get();
-  std::fill_n(ends, n, 0);
-  for (uint32_t j = 0; j < b; ++j) {
-    if (j + kEdgeAhead < b) __builtin_prefetch(&ends[tgt[j + kEdgeAhead]], 1);
-    ++ends[tgt[j]];
-  }
-  uint32_t total = 0;
-  for (uint32_t t = 0; t < n; ++t) {
-    const uint32_t c = ends[t];
-    ends[t] = total;
-    total += c;
-  }
-
-  w.preds = uninit<uint32_t>(b);
-  w.meter.add(size_t{b} * 4);
-  uint32_t* preds = w.preds.get();
-  const uint32_t* pre = w.pre.get();
-  uint32_t j = 0;
-  for (uint32_t o = 0; o < w.num; ++o) {
-    const uint32_t v = pre[o];  // kNone for unreachable sources, which have no entries left
-    for (const uint32_t j_end = off[o + 1]; j < j_end; ++j) {
-      if (j + kEdgeAhead < b) {
-        __builtin_prefetch(&ends[tgt[j + kEdgeAhead]]);
-        __builtin_prefetch(&preds[ends[tgt[j + kEdgeAhead / 2]]], 1);
-      }
-      preds[ends[tgt[j]]++] = v;
-    }
-  }
-  w.meter.sub(g.offsets.capacity() * 4 + size_t{b} * 4);
-  free_vector(g.offsets);
-  free_vector(g.targets);
-
-  w.order.resize(n);
-  w.meter.add(size_t{n} * 4);
-  uint32_t* order = w.order.data();
-  for (uint32_t o = 0; o < w.num; ++o)
-    if (pre[o] != kNone) order[pre[o]] = o;
-  w.pre.reset();
-  w.meter.sub(size_t{w.num} * 4);
-
-  // The forest's entries, {parent, parent}, are made by semidominators as its sweep comes to
-  // them (see there).
-  w.forest = uninit<Forest>(n);
-  w.forest_from = n;
 }
 
 // Tarjan's eval for a node v > w (so v is linked): the smallest semi on the forest path from v

@@ -84,6 +84,9 @@ void depth_first_marking(CsrGraph& g, uint32_t root, Work& w, const LateNode* la
   }
   w.num = num;
   w.n = n;
+  // The bits' pages go back to the kernel before the vector goes: malloc may keep a freed block of
+  // this size in its heap, resident, through the peak that comes later (10^8 nodes: 12.5 MB).
+  release_pages(seen.data(), seen.data() + seen.size());
   // pre and parent stay; the stack and the bits go on return. The graph was counted by the caller.
   w.meter.add(size_t{num} * 4 + size_t{n} * 4 + size_t{max_depth} * sizeof(Resume) + seen.size() * 8);
   w.meter.sub(size_t{max_depth} * sizeof(Resume) + seen.size() * 8);

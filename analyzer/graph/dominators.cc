@@ -26,112 +26,73 @@
 //  * compute_dominators_consuming (the graph's arrays are the working space): graph + 4N + 4n
 //    + 8d in the DFS; 4N + 4b + 4N + 4n once the kept edges are compacted (the rest of the
 //    targets array is released); + 4n + 4b while they are grouped by target; then the graph
-//    and pre[] go, and 20n + 4b in the main loop as above. b also counts forward edges here.
+//    and pre[] go, and 20n + 4b in the main loop as above, less the predecessor lists behind the
+//    sweep and the forest's entries ahead of it, which are made as it comes to them. b also
+//    counts forward edges here.
 //    On heap-like graphs (E = 2n, b = 0.95n, d = 0.34n) the peak is 24 bytes per node, graph
 //    included, against 35 for the graph next to compute_dominators' working set.
 
 #include "graph/dominators.h"
 
+#include "graph/dominator_work.h"
+
 #include <sys/mman.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
+#include <limits>
 #include <memory>
 #include <stdexcept>
 
 namespace heapsnap::graph {
+namespace detail {
+
+void add_late_edges(CsrGraph& g, const LateNode& late, const uint32_t* pre, bool counted, Work& w) {
+  Lap t0;
+  const std::vector<uint32_t> edges = late.edges(g, std::span<const uint32_t>(pre, g.num_nodes));
+  if (g.targets.size() + edges.size() > std::numeric_limits<uint32_t>::max())
+    throw std::length_error("compute_dominators: the late node's edges make 2^32 edges or more");
+  for (uint32_t t : edges)
+    if (t >= g.num_nodes) throw std::invalid_argument("compute_dominators: a late edge's node id >= num_nodes");
+  const size_t before = g.targets.capacity();
+  g.targets.insert(g.targets.end(), edges.begin(), edges.end());
+  g.offsets[g.num_nodes] = static_cast<uint32_t>(g.targets.size());
+  if (counted) {
+    w.meter.add(g.targets.capacity() * 4);
+    w.meter.sub(before * 4);
+  }
+  w.steps.late = t0.lap();
+}
+}  // namespace detail
 
 namespace {
 
-constexpr uint32_t kNone = UINT32_MAX;
+using namespace detail;
 
-// How many of a newly entered node's edges get their target's lookups prefetched. Enough for
-// typical objects; a node with a million pointers should not issue a million prefetches.
-constexpr uint32_t kEdgePrefetch = 8;
-// Prefetch distance, in edges, of the predecessor-collecting sweep. Its random lookups are
-// prefetched in two stages: the target's preorder number this far ahead, and at half the
-// distance (when that number has arrived) the target's counter.
-constexpr uint32_t kEdgeAhead = 16;
 // The semidominator sweep prefetches a predecessor's forest entry this far ahead, its forest
 // parent (the first step of eval's walk) at kStep1Ahead, once the entry has arrived, and the
 // grandparent at kStep2Ahead. Measured at 10^8 nodes: a quarter off the sweep.
 constexpr uint32_t kPredAhead = 32;
 constexpr uint32_t kStep1Ahead = 20;
 constexpr uint32_t kStep2Ahead = 10;
-
-// Every slot is written before it is read; skipping the zero-fill also leaves pages past the
-// reachable count untouched, so they cost no memory.
-template <class T>
-std::unique_ptr<T[]> uninit(size_t n) {
-  return std::make_unique_for_overwrite<T[]>(n);
-}
-
-// The link-eval forest. 'anc' is the (compressed) forest parent; 'best' is the smallest semi
-// on the compressed path (Tarjan's label, stored as its semi since only that is compared).
-// eval reads both for the same node at every step, so they share a cache line.
-struct Forest {
-  uint32_t anc;
-  uint32_t best;
-};
-
-// Accounts for the arrays alive at once, for DominatorTree::work_peak_bytes.
-class Meter {
- public:
-  void add(size_t bytes) { peak_ = std::max(peak_, cur_ += bytes); }
-  void sub(size_t bytes) { cur_ -= bytes; }
-  size_t peak() const { return peak_; }
-
- private:
-  size_t cur_ = 0;
-  size_t peak_ = 0;
-};
-
-struct Work {
-  uint32_t num = 0;                   // all nodes
-  uint32_t n = 0;                     // reachable nodes
-  uint32_t num_preds = 0;             // stored predecessors
-  std::vector<uint32_t> order;        // preorder -> original id; becomes the result
-  std::unique_ptr<uint32_t[]> pre;    // original id -> preorder, kNone if unreachable
-  std::unique_ptr<Forest[]> forest;   // per preorder number
-  std::unique_ptr<uint32_t[]> ends;   // predecessor counts, then predecessor list ends, then
-                                      // semi, then idom: one array, four jobs
-  std::unique_ptr<uint32_t[]> preds;  // stored predecessors, grouped by target
-  std::unique_ptr<uint32_t[]> parent; // DFS tree parent
-  Meter meter;
-};
-
-// Gives the physical pages wholly inside [begin, end) back to the kernel. The range stays
-// allocated to its owner (and would read as zeros); for the dead tail of an array that is
-// freed later as a whole, so that its pages do not count until then.
-void release_pages(void* begin, void* end) {
-  const uintptr_t page = uintptr_t(sysconf(_SC_PAGESIZE));
-  const uintptr_t b = (uintptr_t(begin) + page - 1) & ~(page - 1);
-  const uintptr_t e = uintptr_t(end) & ~(page - 1);
-  if (e > b) madvise(reinterpret_cast<void*>(b), e - b, MADV_DONTNEED);
-}
-
-template <class T>
-void free_vector(std::vector<T>& v) {
-  std::vector<T>().swap(v);
-}
-
-// Prefetches what the DFS reads next about a node just entered: its targets' entries.
-inline void prefetch_targets(const uint32_t* off, const uint32_t* tgt, const uint32_t* pre, uint32_t v) {
-  const uint32_t first = off[v];
-  const uint32_t last = first + std::min(off[v + 1] - first, kEdgePrefetch);
-  for (uint32_t k = first; k < last; ++k) {
-    __builtin_prefetch(&pre[tgt[k]]);
-    __builtin_prefetch(&off[tgt[k]]);
-  }
-}
+// The semidominator sweep makes the consuming variant's forest kForestChunk entries at a time,
+// when it comes within kForestAhead nodes of the made ones, and gives back the predecessor
+// lists' pages behind it every kPredsRelease entries (1 MiB).
+constexpr uint32_t kForestChunk = 16384;
+constexpr uint32_t kForestAhead = 64;
+constexpr uint32_t kPredsRelease = 262144;
 
 // Iterative DFS from root for compute_dominators. Assigns preorder numbers (pre, order) and
 // leaves forest[w] = {parent, min(parent, forward predecessors)} and ends[w] = the number of
 // back/cross predecessors of w (collect_predecessors stores them).
-void depth_first(const CsrGraph& g, uint32_t root, Work& w) {
+// With a late node, 'grow' is g itself, writable, for the late node's edges.
+void depth_first(const CsrGraph& g, uint32_t root, Work& w, CsrGraph* grow, const LateNode* late) {
   const uint32_t num = g.num_nodes;
   const uint32_t* off = g.offsets.data();
   const uint32_t* tgt = g.targets.data();
+  const uint32_t late_node = late ? late->node : kNone;
 
   w.pre = uninit<uint32_t>(num);
   uint32_t* pre = w.pre.get();
@@ -170,6 +131,11 @@ void depth_first(const CsrGraph& g, uint32_t root, Work& w) {
       if (pt == kNone) {  // tree edge: descend
         cursor[depth++] = e;
         if (depth > max_depth) max_depth = depth;
+        if (t == late_node) {  // its edges are made now; the graph's arrays may move
+          add_late_edges(*grow, *late, pre, false, w);
+          off = g.offsets.data();
+          tgt = g.targets.data();
+        }
         enter(t, cur, n);
         cur = n++;
         e = off[t];
@@ -246,159 +212,6 @@ void collect_predecessors(const CsrGraph& g, Work& w) {
   copy_parents(w);
 }
 
-// --- compute_dominators_consuming: the graph's arrays as working space ----------------------
-//
-// The DFS keeps only pre[] and the parents: every non-tree edge it examines is written over,
-// in place, with its target's preorder number (kNone for tree edges, self-edges and edges into
-// the root), so that forward edges are stored as predecessors like back and cross edges
-// (semidominators takes v itself for a predecessor v < w) instead of being folded into
-// forest[].best during the DFS. Then the kept edges are compacted, the rest of the targets
-// array released, and the predecessor lists built from the compacted edges; the graph goes,
-// and only then are order[] and the forest made.
-
-// Iterative DFS from root: pre[], parent[] (by preorder number), and the edges marked.
-void depth_first_marking(CsrGraph& g, uint32_t root, Work& w) {
-  const uint32_t num = g.num_nodes;
-  const uint32_t* off = g.offsets.data();
-  uint32_t* tgt = g.targets.data();
-
-  w.pre = uninit<uint32_t>(num);
-  uint32_t* pre = w.pre.get();
-  std::fill_n(pre, num, kNone);
-  w.parent = uninit<uint32_t>(num);  // only n entries get touched
-  uint32_t* parent = w.parent.get();
-  // The DFS stack is the chain of parent links up from the current node; each node on it also
-  // needs its place in its edge list and the list's end, kept by depth (only as many entries
-  // get touched as the DFS goes deep).
-  struct Resume {
-    uint32_t e, e_end;
-  };
-  auto stack = uninit<Resume>(num);
-  uint32_t depth = 0, max_depth = 0;
-
-  auto enter = [&](uint32_t v, uint32_t up, uint32_t id) {
-    pre[v] = id;
-    parent[id] = up;
-    prefetch_targets(off, tgt, pre, v);
-  };
-
-  enter(root, 0, 0);
-  uint32_t n = 1;
-  uint32_t cur = 0;
-  uint32_t e = off[root];
-  uint32_t e_end = off[root + 1];
-  for (;;) {
-    if (e < e_end) {
-      const uint32_t t = tgt[e];
-      const uint32_t pt = pre[t];
-      if (pt == kNone) {  // tree edge: descend
-        tgt[e] = kNone;
-        stack[depth++] = {e + 1, e_end};
-        if (depth > max_depth) max_depth = depth;
-        enter(t, cur, n);
-        cur = n++;
-        e = off[t];
-        e_end = off[t + 1];
-        continue;
-      }
-      // Any other edge is a predecessor to keep, but for self-edges and edges into the root.
-      tgt[e] = pt == cur || pt == 0 ? kNone : pt;
-      ++e;
-    } else {  // finished cur: back up
-      if (cur == 0) break;
-      cur = parent[cur];
-      --depth;
-      e = stack[depth].e;
-      e_end = stack[depth].e_end;
-    }
-  }
-  w.num = num;
-  w.n = n;
-  // pre and parent stay; the stack goes on return. The graph was counted by the caller.
-  w.meter.add(size_t{num} * 4 + size_t{n} * 4 + size_t{max_depth} * sizeof(Resume));
-  w.meter.sub(size_t{max_depth} * sizeof(Resume));
-}
-
-// Moves the marked edges of reachable sources (their targets' preorder numbers) to the front
-// of the targets array, in the graph's order, and rewrites the offsets to match, in place:
-// source o's kept edges are then tgt[off[o] .. off[o + 1]). The rest of the array is released.
-// Unreachable sources were never examined (their entries are still node ids): skipped.
-void compact_marked_edges(CsrGraph& g, Work& w) {
-  uint32_t* off = g.offsets.data();
-  uint32_t* tgt = g.targets.data();
-  const uint32_t* pre = w.pre.get();
-  uint32_t out = 0;
-  uint32_t begin = off[0];
-  for (uint32_t o = 0; o < w.num; ++o) {
-    const uint32_t end = off[o + 1];
-    off[o] = out;
-    if (pre[o] != kNone)
-      for (uint32_t e = begin; e < end; ++e)
-        if (tgt[e] != kNone) tgt[out++] = tgt[e];
-    begin = end;
-  }
-  off[w.num] = out;
-  w.num_preds = out;
-  release_pages(tgt + out, tgt + g.targets.capacity());
-  w.meter.sub((g.targets.capacity() - out) * 4);
-}
-
-// Counts each target's predecessors, then stores them grouped by target: t's list is
-// preds[ends[t - 1] .. ends[t]), sources in the graph's order (back and cross edges in the
-// same order as collect_predecessors). Frees the graph, makes order[] from pre[] (the inverse
-// permutation) and frees pre[], and sets up the forest: {parent, parent} for every node.
-void distribute_marked_edges(CsrGraph& g, Work& w) {
-  const uint32_t n = w.n, b = w.num_preds;
-  const uint32_t* off = g.offsets.data();
-  const uint32_t* tgt = g.targets.data();
-  w.ends = uninit<uint32_t>(n);
-  w.meter.add(size_t{n} * 4);
-  uint32_t* ends = w.ends.get();
-  std::fill_n(ends, n, 0);
-  for (uint32_t j = 0; j < b; ++j) {
-    if (j + kEdgeAhead < b) __builtin_prefetch(&ends[tgt[j + kEdgeAhead]], 1);
-    ++ends[tgt[j]];
-  }
-  uint32_t total = 0;
-  for (uint32_t t = 0; t < n; ++t) {
-    const uint32_t c = ends[t];
-    ends[t] = total;
-    total += c;
-  }
-
-  w.preds = uninit<uint32_t>(b);
-  w.meter.add(size_t{b} * 4);
-  uint32_t* preds = w.preds.get();
-  const uint32_t* pre = w.pre.get();
-  uint32_t j = 0;
-  for (uint32_t o = 0; o < w.num; ++o) {
-    const uint32_t v = pre[o];  // kNone for unreachable sources, which have no entries left
-    for (const uint32_t j_end = off[o + 1]; j < j_end; ++j) {
-      if (j + kEdgeAhead < b) {
-        __builtin_prefetch(&ends[tgt[j + kEdgeAhead]]);
-        __builtin_prefetch(&preds[ends[tgt[j + kEdgeAhead / 2]]], 1);
-      }
-      preds[ends[tgt[j]]++] = v;
-    }
-  }
-  w.meter.sub(g.offsets.capacity() * 4 + size_t{b} * 4);
-  free_vector(g.offsets);
-  free_vector(g.targets);
-
-  w.order.resize(n);
-  w.meter.add(size_t{n} * 4);
-  uint32_t* order = w.order.data();
-  for (uint32_t o = 0; o < w.num; ++o)
-    if (pre[o] != kNone) order[pre[o]] = o;
-  w.pre.reset();
-  w.meter.sub(size_t{w.num} * 4);
-
-  w.forest = uninit<Forest>(n);
-  w.meter.add(size_t{n} * sizeof(Forest));
-  const uint32_t* parent = w.parent.get();
-  for (uint32_t v = 0; v < n; ++v) w.forest[v] = {parent[v], parent[v]};
-}
-
 // Tarjan's eval for a node v > w (so v is linked): the smallest semi on the forest path from v
 // up to, not including, its first ancestor <= w (nodes <= w are not linked yet). Compresses
 // the path by reversing its pointers on the way up and repointing them on the way down, so
@@ -432,19 +245,39 @@ inline uint32_t eval(Forest* forest, uint32_t v, uint32_t w) {
 // semi(w) for w = n-1 .. 1. Step w reads ends[w-1] and ends[w] and no later step reads
 // ends[w], so semi(w) overwrites it in place. The lists are walked backwards, so the whole
 // predecessor array is read in one descending sweep and can be prefetched from.
+//
+// The consuming variant's forest is made here, {parent, parent}, a chunk at a time just ahead of
+// the sweep (only made entries are read, prefetches included), and the predecessor lists' pages
+// behind the sweep are given back: made up front, the forest's 8 bytes a node came on top of the
+// lists, and that was the peak of the whole computation (10^8 nodes: 3.83 GiB, 3.81 without).
 void semidominators(Work& w) {
   Forest* forest = w.forest.get();
   uint32_t* ends = w.ends.get();
-  const uint32_t* preds = w.preds.get();
+  uint32_t* preds = w.preds.get();
+  const uint32_t* parent = w.parent.get();
+  uint32_t made = w.forest_from;  // forest[made ..] are made
+  uint32_t kept_preds = w.num_preds;  // preds[kept_preds ..] are given back
   for (uint32_t t = w.n - 1; t >= 1; --t) {
+    if (t < made + kForestAhead) {
+      const uint32_t from = t > kForestChunk ? t - kForestChunk : 0;
+      for (uint32_t u = from; u < made; ++u) forest[u] = {parent[u], parent[u]};
+      w.meter.add(size_t{made - from} * sizeof(Forest));
+      made = from;
+    }
     // min(parent, forward predecessors) from the DFS; the consuming variant has just the
     // parent here and its forward predecessors in the list.
     uint32_t semi = forest[t].best;
-    for (uint32_t i = ends[t], begin = ends[t - 1]; i-- > begin;) {
+    const uint32_t begin = ends[t - 1];
+    for (uint32_t i = ends[t]; i-- > begin;) {
       if (i >= kPredAhead) {
         __builtin_prefetch(&forest[preds[i - kPredAhead]]);
-        __builtin_prefetch(&forest[forest[preds[i - kStep1Ahead]].anc]);
-        __builtin_prefetch(&forest[forest[forest[preds[i - kStep2Ahead]].anc].anc]);
+        const uint32_t p1 = preds[i - kStep1Ahead];
+        if (p1 >= made) __builtin_prefetch(&forest[forest[p1].anc]);
+        const uint32_t p2 = preds[i - kStep2Ahead];
+        if (p2 >= made) {
+          const uint32_t a2 = forest[p2].anc;
+          if (a2 >= made) __builtin_prefetch(&forest[forest[a2].anc]);
+        }
       }
       // A predecessor v < t (a forward edge, stored by the consuming variant only) is itself
       // the candidate; one after t needs eval.
@@ -454,11 +287,16 @@ void semidominators(Work& w) {
     }
     ends[t] = semi;
     forest[t].best = semi;  // t is now linked to its parent (forest[t].anc)
+    if (kept_preds - begin >= kPredsRelease) {  // the lists from t on are done
+      release_pages(preds + begin, preds + kept_preds);
+      w.meter.sub(size_t{kept_preds - begin} * 4);
+      kept_preds = begin;
+    }
   }
   w.forest.reset();
-  w.meter.sub(size_t{w.n} * sizeof(Forest));
+  w.meter.sub(size_t{w.n - made} * sizeof(Forest));
   w.preds.reset();
-  w.meter.sub(size_t{w.num_preds} * 4);
+  w.meter.sub(size_t{kept_preds} * 4);
 }
 
 // idom(w) for w = 1 .. n-1 in increasing preorder, so every ancestor is final before it is
@@ -484,8 +322,18 @@ void check_graph(const CsrGraph& g, uint32_t root) {
     throw std::invalid_argument("compute_dominators: inconsistent CSR arrays");
 }
 
-DominatorTree finish(Work& w) {
+void check_late(const CsrGraph& g, uint32_t root, const LateNode* late) {
+  if (!late) return;
+  if (late->node != g.num_nodes - 1 || late->node == root)
+    throw std::invalid_argument("compute_dominators: the late node is not the last node, or is the root");
+  if (g.offsets[late->node] != g.offsets[late->node + 1])
+    throw std::invalid_argument("compute_dominators: the late node has edges already");
+  if (!late->edges) throw std::invalid_argument("compute_dominators: the late node has no edge maker");
+}
+
+DominatorTree finish(Work& w, Lap& t0) {
   semidominators(w);
+  w.steps.semi = t0.lap();
   DominatorTree tree;
   tree.idom.assign(w.num, kNoIdom);
   w.meter.add(size_t{w.num} * 4);
@@ -496,27 +344,43 @@ DominatorTree finish(Work& w) {
   if (tree.preorder.capacity() - tree.preorder.size() > tree.preorder.size() / 8)
     tree.preorder.shrink_to_fit();
   tree.work_peak_bytes = w.meter.peak();
+  w.steps.idom = t0.lap();
+  tree.steps = w.steps;
   return tree;
+}
+
+DominatorTree dominators_of(const CsrGraph& g, uint32_t root, CsrGraph* grow, const LateNode* late) {
+  check_graph(g, root);
+  check_late(g, root, late);
+  Work w;
+  Lap t0;
+  depth_first(g, root, w, grow, late);
+  w.steps.dfs = t0.lap();
+  collect_predecessors(g, w);
+  w.steps.preds = t0.lap();
+  return finish(w, t0);
 }
 
 }  // namespace
 
-DominatorTree compute_dominators(const CsrGraph& g, uint32_t root) {
-  check_graph(g, root);
-  Work w;
-  depth_first(g, root, w);
-  collect_predecessors(g, w);
-  return finish(w);
+DominatorTree compute_dominators(const CsrGraph& g, uint32_t root) { return dominators_of(g, root, nullptr, nullptr); }
+
+DominatorTree compute_dominators(CsrGraph& g, uint32_t root, const LateNode& late) {
+  return dominators_of(g, root, &g, &late);
 }
 
-DominatorTree compute_dominators_consuming(CsrGraph& g, uint32_t root) {
+DominatorTree compute_dominators_consuming(CsrGraph& g, uint32_t root, const LateNode* late) {
   check_graph(g, root);
+  check_late(g, root, late);
   Work w;
   w.meter.add(bytes_used(g));
-  depth_first_marking(g, root, w);
+  Lap t0;
+  depth_first_marking(g, root, w, late);
+  w.steps.dfs = t0.lap();
   compact_marked_edges(g, w);
   distribute_marked_edges(g, w);
-  return finish(w);
+  w.steps.preds = t0.lap();
+  return finish(w, t0);
 }
 
 size_t bytes_used(const DominatorTree& t) {

@@ -3,6 +3,8 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
+#include <span>
 #include <vector>
 
 #include "graph/csr_graph.h"
@@ -10,6 +12,33 @@
 namespace heapsnap::graph {
 
 inline constexpr uint32_t kNoIdom = UINT32_MAX;
+
+// A node whose edges are made only when the DFS enters it, from what the DFS has reached by
+// then: the leak node of snapshot/object_graph.h, last among the super root's successors, points
+// at the leaders of what the roots do not reach. The DFS already knows what it reached, so no
+// separate reachability pass over the graph is needed first. The node must be the graph's last
+// one, have no edges yet, and not be the root.
+struct LateNode {
+  uint32_t node = UINT32_MAX;
+  // Called once, on entering node: reached[v] is v's preorder number, or UINT32_MAX if the DFS
+  // has not entered v. Only the edges of nodes not reached may be read from the graph (the
+  // consuming variant has rewritten the others). Returns node's successors, which are appended
+  // to the graph's targets (the node's list is the last).
+  std::function<std::vector<uint32_t>(const CsrGraph& g, std::span<const uint32_t> reached)> edges;
+};
+
+// Seconds spent in each step (for --stats and the benchmarks): wall time, and the CPU time of
+// the calling thread (the steadier figure on a shared machine; the steps run on it alone).
+struct StepTime {
+  double wall_s = 0, cpu_s = 0;
+};
+struct DominatorSteps {
+  StepTime dfs;    // the DFS (and the late node's edges, late, inside it)
+  StepTime late;   // LateNode::edges
+  StepTime preds;  // predecessor lists (the consuming variant: compacting and grouping edges)
+  StepTime semi;   // semidominators
+  StepTime idom;   // nearest common ancestors, and the result in original ids
+};
 
 struct DominatorTree {
   // Immediate dominator per original node id; kNoIdom for the root and for unreachable nodes.
@@ -21,6 +50,7 @@ struct DominatorTree {
   // input graph): what a caller reports as the engine's bytes per node. For
   // compute_dominators_consuming, the graph's own arrays count too while they are held.
   size_t work_peak_bytes = 0;
+  DominatorSteps steps;
 
   bool reachable(uint32_t v) const {
     return idom[v] != kNoIdom || (!preorder.empty() && preorder[0] == v);
@@ -29,13 +59,16 @@ struct DominatorTree {
 
 // Throws std::invalid_argument if root >= g.num_nodes or the CSR arrays are inconsistent.
 DominatorTree compute_dominators(const CsrGraph& g, uint32_t root = 0);
+// The same with a late node (see LateNode), whose edges g gains. Throws std::invalid_argument
+// also if late.node is not g's last node, has edges, or is the root.
+DominatorTree compute_dominators(CsrGraph& g, uint32_t root, const LateNode& late);
 
 // The same result, for a caller that does not need the graph afterwards: its arrays become
 // the working space and are freed as soon as they are used up. On heap-like graphs the peak is
 // about 24 bytes per node, graph included, against 35 for the graph plus compute_dominators'
 // working set, and the graph is gone after the first half of the work. On return g.offsets and
 // g.targets are empty; g.num_nodes is kept. Throws as compute_dominators does, before touching g.
-DominatorTree compute_dominators_consuming(CsrGraph& g, uint32_t root = 0);
+DominatorTree compute_dominators_consuming(CsrGraph& g, uint32_t root = 0, const LateNode* late = nullptr);
 
 // Bytes held by the result arrays.
 size_t bytes_used(const DominatorTree& t);

@@ -154,13 +154,19 @@ ObjectGraph build_object_graph(HeapSnapshot &s, const GraphOptions &o) {
   free_vector(front);
   free_vector(extra_off);
   free_vector(extra_tgt);
+  // The leak node is the last node and the super root's last successor: when the dominators'
+  // DFS enters it, what it has reached is what the roots reach, and the leak cliques are made
+  // from the rest (no reachability pass of its own). Its edges, the cliques' leaders, go at the
+  // end of the targets.
+  graph::LateNode late;
   if (o.leak_clusters) {
-    // The leak node is the last: its edges, the cliques' leaders, go at the end of the targets.
-    LeakCliques lc = leak_cliques(g.csr, 1, blocks, 0);
-    g.csr.targets.insert(g.csr.targets.end(), lc.leader.begin(), lc.leader.end());
-    g.csr.offsets.back() = uint32_t(g.csr.targets.size());
-    g.leaks.reserve(lc.leader.size());
-    for (size_t i = 0; i < lc.leader.size(); ++i) g.leaks.push_back({lc.leader[i], bool(lc.cycle[i])});
+    late.node = g.leak_node;
+    late.edges = [&g, blocks](const graph::CsrGraph &csr, std::span<const uint32_t> reached) {
+      LeakCliques lc = leak_cliques_unreached(csr, 1, blocks, reached);
+      g.leaks.reserve(lc.leader.size());
+      for (size_t i = 0; i < lc.leader.size(); ++i) g.leaks.push_back({lc.leader[i], bool(lc.cycle[i])});
+      return std::move(lc.leader);
+    };
   }
   g.stats.build_s = seconds_since(t0);
   g.stats.graph_bytes = graph::bytes_used(g.csr) + g.root_range.memory_bytes() + (ro ? ro->memory_bytes() : 0);
@@ -169,9 +175,15 @@ ObjectGraph build_object_graph(HeapSnapshot &s, const GraphOptions &o) {
   g.stats.snapshot_bytes = s.memory_bytes();
 
   t0 = std::chrono::steady_clock::now();
-  g.dom = o.keep_csr ? graph::compute_dominators(g.csr, 0) : graph::compute_dominators_consuming(g.csr, 0);
+  const graph::LateNode *late_node = o.leak_clusters ? &late : nullptr;
+  if (o.keep_csr)
+    g.dom = late_node ? graph::compute_dominators(g.csr, 0, late) : graph::compute_dominators(g.csr, 0);
+  else
+    g.dom = graph::compute_dominators_consuming(g.csr, 0, late_node);
   g.stats.dominators_s = seconds_since(t0);
+  g.stats.edges += g.leaks.size();
   g.stats.dominator_bytes = g.dom.work_peak_bytes;
+  g.stats.dominator_steps = g.dom.steps;
 
   t0 = std::chrono::steady_clock::now();
   // Shallow sizes straight from the snapshot's column: node 0 (the super root) has none.

@@ -30,6 +30,7 @@ struct GraphStats {
   // the snapshot's columns while the graph work ran.
   size_t graph_bytes = 0, dominator_bytes = 0, retained_bytes = 0, snapshot_bytes = 0;
   size_t target_bytes = 0;  // of graph_bytes, the edge targets'
+  graph::DominatorSteps dominator_steps;  // the dominators' steps (the leak cliques among them)
 
   uint64_t nodes = 0, edges = 0, reachable = 0;
   // Vector-like headers in the snapshot, the buffers confirmed, and the edges from their spare

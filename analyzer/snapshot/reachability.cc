@@ -1,5 +1,7 @@
 #include "snapshot/reachability.h"
 
+#include <stdexcept>
+
 #include "snapshot/spare_capacity.h"
 
 namespace heapsnap::snapshot {
@@ -78,36 +80,33 @@ Reachability classify(const HeapSnapshot &s, bool follow_interior) {
   return r;
 }
 
-LeakCliques leak_cliques(const graph::CsrGraph &g, uint32_t first_block, uint32_t num_blocks, uint32_t root) {
+namespace {
+
+inline bool bit(const std::vector<uint64_t> &bits, uint32_t v) { return bits[v >> 6] & (uint64_t(1) << (v & 63)); }
+
+// Sets v's bit; whether it was set before.
+inline bool test_set(std::vector<uint64_t> &bits, uint32_t v) {
+  uint64_t &w = bits[v >> 6];
+  const uint64_t b = uint64_t(1) << (v & 63);
+  const bool was = w & b;
+  w |= b;
+  return was;
+}
+
+// Cliques, in address order, over what reached(v) says was not reached: as classify() makes
+// them. 'claimed' has a bit per node, set for the reached ones or clear (reached() tells).
+template <class Reached>
+LeakCliques cliques_among(const graph::CsrGraph &g, uint32_t first_block, uint32_t num_blocks, Reached reached,
+                          std::vector<uint64_t> &claimed) {
   LeakCliques out;
-  const uint32_t n = g.num_nodes;
-  std::vector<uint64_t> seen((size_t(n) + 63) / 64, 0);  // reached, then also claimed by a clique
-  auto test_set = [&](uint32_t v) {
-    uint64_t &w = seen[v >> 6];
-    const uint64_t bit = uint64_t(1) << (v & 63);
-    const bool was = w & bit;
-    w |= bit;
-    return was;
-  };
   std::vector<uint32_t> stack;
-  if (root < n) {
-    test_set(root);
-    stack.push_back(root);
-  }
-  while (!stack.empty()) {
-    const uint32_t v = stack.back();
-    stack.pop_back();
-    for (uint32_t t : g.successors(v))
-      if (!test_set(t)) stack.push_back(t);
-  }
-  // Cliques, in address order, over what is left: as classify() does.
-  std::vector<uint64_t> leading((size_t(n) + 63) / 64, 0);
+  std::vector<uint64_t> leading(claimed.size(), 0);
   const uint32_t end = first_block + num_blocks;
   for (uint32_t b = first_block; b < end; ++b) {
-    if (seen[b >> 6] & (uint64_t(1) << (b & 63))) continue;
+    if (reached(b) || bit(claimed, b)) continue;
     ++out.unreachable;
-    test_set(b);
-    leading[b >> 6] |= uint64_t(1) << (b & 63);
+    test_set(claimed, b);
+    test_set(leading, b);
     out.leader.push_back(b);
     out.cycle.push_back(false);
     stack.push_back(b);
@@ -119,11 +118,11 @@ LeakCliques leak_cliques(const graph::CsrGraph &g, uint32_t first_block, uint32_
           out.cycle.back() = true;
           continue;
         }
-        if (t < first_block || t >= end) continue;
-        if (!test_set(t)) {
+        if (t < first_block || t >= end || reached(t)) continue;
+        if (!test_set(claimed, t)) {
           ++out.unreachable;
           stack.push_back(t);
-        } else if (leading[t >> 6] & (uint64_t(1) << (t & 63))) {
+        } else if (bit(leading, t)) {
           leading[t >> 6] &= ~(uint64_t(1) << (t & 63));  // an earlier leader joins this clique
         }
       }
@@ -132,7 +131,7 @@ LeakCliques leak_cliques(const graph::CsrGraph &g, uint32_t first_block, uint32_
   size_t k = 0;
   for (size_t i = 0; i < out.leader.size(); ++i) {
     const uint32_t b = out.leader[i];
-    if (!(leading[b >> 6] & (uint64_t(1) << (b & 63)))) continue;
+    if (!bit(leading, b)) continue;
     out.leader[k] = b;
     out.cycle[k] = out.cycle[i];
     ++k;
@@ -140,6 +139,32 @@ LeakCliques leak_cliques(const graph::CsrGraph &g, uint32_t first_block, uint32_
   out.leader.resize(k);
   out.cycle.resize(k);
   return out;
+}
+
+}  // namespace
+
+LeakCliques leak_cliques(const graph::CsrGraph &g, uint32_t first_block, uint32_t num_blocks, uint32_t root) {
+  const uint32_t n = g.num_nodes;
+  std::vector<uint64_t> seen((size_t(n) + 63) / 64, 0);  // reached, then also claimed by a clique
+  std::vector<uint32_t> stack;
+  if (root < n) {
+    test_set(seen, root);
+    stack.push_back(root);
+  }
+  while (!stack.empty()) {
+    const uint32_t v = stack.back();
+    stack.pop_back();
+    for (uint32_t t : g.successors(v))
+      if (!test_set(seen, t)) stack.push_back(t);
+  }
+  return cliques_among(g, first_block, num_blocks, [](uint32_t) { return false; }, seen);
+}
+
+LeakCliques leak_cliques_unreached(const graph::CsrGraph &g, uint32_t first_block, uint32_t num_blocks,
+                                   std::span<const uint32_t> reached) {
+  if (reached.size() != g.num_nodes) throw std::invalid_argument("leak_cliques_unreached: reached has the wrong length");
+  std::vector<uint64_t> claimed((size_t(g.num_nodes) + 63) / 64, 0);
+  return cliques_among(g, first_block, num_blocks, [&](uint32_t v) { return reached[v] != UINT32_MAX; }, claimed);
 }
 
 }  // namespace heapsnap::snapshot

@@ -7,6 +7,7 @@
 // --leak-check-heuristics: blocks held only by them count as lost).
 #pragma once
 #include <cstdint>
+#include <span>
 #include <vector>
 
 #include "graph/csr_graph.h"
@@ -42,5 +43,9 @@ struct LeakCliques {
   uint64_t unreachable = 0;      // unreachable block nodes
 };
 LeakCliques leak_cliques(const graph::CsrGraph &g, uint32_t first_block, uint32_t num_blocks, uint32_t root = 0);
+// The same cliques when the reachable nodes are known already: reached[v] != UINT32_MAX for
+// those (a DFS's preorder numbers, graph::LateNode). Reads the edges of unreached nodes only.
+LeakCliques leak_cliques_unreached(const graph::CsrGraph &g, uint32_t first_block, uint32_t num_blocks,
+                                   std::span<const uint32_t> reached);
 
 }  // namespace heapsnap::snapshot

@@ -210,6 +210,9 @@ TEST_CASE("synthetic graphs match Cooper-Harvey-Kennedy") {
     check(random_graph(50000, 1.5, seed));
     check(random_graph(50000, 4.0, seed));
   }
+  // Big enough for the consuming variant's forest to be made in many chunks and for its
+  // predecessor lists to be given back part by part behind the sweep.
+  check(heap_like_graph(1500000, 4));
   check(heap_like_graph(2, 9));
   check(heap_like_graph(300, 9));
   check(binary_tree(100000, 1));
@@ -229,4 +232,80 @@ TEST_CASE("work_peak_bytes reports the working set") {
   CHECK(c.work_peak_bytes >= bytes_used(c));
   CHECK(double(c.work_peak_bytes) / s.num_nodes < 30.0);
   CHECK(c.work_peak_bytes < t.work_peak_bytes + bytes_used(g));
+}
+
+// A late node (LateNode) must give exactly what the same graph gives with the late node's edges
+// there from the start, in both variants; the maker sees what is reached without the late node
+// (it is the root's last successor), numbered as in the final preorder.
+TEST_CASE("a late node's edges made during the DFS give the same tree as edges given up front") {
+  std::mt19937_64 rng(777);
+  auto below = [&](uint32_t n) { return static_cast<uint32_t>(rng() % n); };
+  for (int round = 0; round < 1500; ++round) {
+    CAPTURE(round);
+    const uint32_t n = 2 + below(round < 1000 ? 30 : 400);  // nodes 0 .. n-1, late node n
+    const uint32_t late_id = n;
+    Edges e;
+    e.n = n + 1;
+    const auto m = static_cast<uint32_t>((0.5 + double(below(5))) * n);
+    for (uint32_t i = 0; i < m; ++i) e.add(below(n), below(n));
+    e.add(0, late_id);  // the root's last successor: the edges are grouped stably by source
+    // The late edges: every second node the others do not reach, and some reached ones (edges
+    // from the leak node into reachable nodes change their dominators).
+    const ref::Adj adj = ref::adjacency(e.n, e.from, e.to);
+    const std::vector<bool> reach = ref::reachable(adj, 0, late_id);
+    std::vector<uint32_t> late_edges;
+    for (uint32_t v = 1, k = 0; v < n; ++v)
+      if ((!reach[v] && k++ % 2 == 0) || (reach[v] && below(8) == 0)) late_edges.push_back(v);
+
+    Edges full = e;
+    for (uint32_t t : late_edges) full.add(late_id, t);
+    const CsrGraph expect_graph = build_csr(full.n, full.from, full.to);
+    const DominatorTree expect = compute_dominators(expect_graph, 0);
+    CHECK(expect.idom == ref::dataflow_idom(ref::adjacency(full.n, full.from, full.to), 0));
+
+    int calls = 0;
+    LateNode late;
+    late.node = late_id;
+    late.edges = [&](const CsrGraph& g, std::span<const uint32_t> reached) {
+      ++calls;
+      REQUIRE(reached.size() == g.num_nodes);
+      for (uint32_t v = 0; v < n; ++v) {
+        CHECK((reached[v] != kNoIdom) == bool(reach[v]));
+        if (reached[v] != kNoIdom) CHECK(expect.preorder[reached[v]] == v);
+      }
+      return late_edges;
+    };
+    CsrGraph kept = build_csr(e.n, e.from, e.to);
+    const DominatorTree t = compute_dominators(kept, 0, late);
+    CHECK(calls == 1);
+    CHECK(t.idom == expect.idom);
+    CHECK(t.preorder == expect.preorder);
+    CHECK(kept.offsets == expect_graph.offsets);  // the graph gained the late edges
+    CHECK(kept.targets == expect_graph.targets);
+
+    CsrGraph consumed = build_csr(e.n, e.from, e.to);
+    const DominatorTree c = compute_dominators_consuming(consumed, 0, &late);
+    CHECK(calls == 2);
+    CHECK(c.idom == expect.idom);
+    CHECK(c.preorder == expect.preorder);
+    CHECK(consumed.targets.empty());
+  }
+}
+
+TEST_CASE("a late node that is not the last node, or has edges, is refused") {
+  Edges e{3, {}, {}};
+  e.add(0, 1);
+  e.add(1, 2);
+  LateNode late;
+  late.edges = [](const CsrGraph&, std::span<const uint32_t>) { return std::vector<uint32_t>{}; };
+  CsrGraph g = build_csr(e.n, e.from, e.to);
+  late.node = 1;
+  CHECK_THROWS_AS(compute_dominators(g, 0, late), std::invalid_argument);
+  late.node = 0;
+  CHECK_THROWS_AS(compute_dominators(g, 0, late), std::invalid_argument);
+  e.add(2, 1);
+  CsrGraph with_edges = build_csr(e.n, e.from, e.to);
+  late.node = 2;
+  CHECK_THROWS_AS(compute_dominators_consuming(with_edges, 0, &late), std::invalid_argument);
+  CHECK(with_edges.targets.size() == 3);  // refused before it was touched
 }

@@ -21,6 +21,8 @@ biggest answers:
   library function and "site not known: not sampled", never a program frame taken from other
   blocks' sampled stacks: no program line is credited with more blocks than the program made
   there.
+- before_destructors_tick: a writer tick forced into the before-destructors snapshot's append of
+  its child's file (test hook) leaves one complete snapshot and a capture read without error.
 - by_type: the same types in top-retainers and dominators (--by type), top-allocators --by type,
   the leaked cycle's type in unreachable, and the Cache that `Cache *g_cache` points to typed from
   the variable.
@@ -314,6 +316,36 @@ def case_before_destructors(a):
               "%s: the path through the program's template names its field: Wrapper<Payload>.inner (%s)" % (how, fields))
         after = hj(a, "roots", "--json", "--snapshot", str(snaps[1]["index"]), out)
         check(after["total_bytes"] < table, "%s: after them, the heap no longer holds the table (%d)" % (how, after["total_bytes"]))
+
+
+def case_before_destructors_tick(a):
+    """The before-destructors snapshot is taken on the program's thread while the writer thread
+    runs on: a writer tick while that thread appends the child's file (forced by the test hook
+    HEAPSNAP_TEST_TICK_IN_SNAPSHOT_APPEND, which waits there for two whole ticks when the writer
+    can tick) reaped the reaped child again, appended its file a second time or after a failure
+    record of its own ("snapshot child failed (status 0)"), and wrote into the capture beside
+    it. Held off (writer_hold), the writer's tick waits: one complete snapshot, read cleanly."""
+    env = dict(os.environ, HEAPSNAP_TEST_TICK_IN_SNAPSHOT_APPEND="1")
+    for how, args, label in (("returns", [], "main returned"), ("exit", ["exit"], "exit called")):
+        out = os.path.join(a.workdir, "dtor-tick-%s.hsnap" % how)
+        if os.path.exists(out):
+            os.unlink(out)
+        r = subprocess.run([a.heapsnap, "record", "-q", "-f", "--snapshot-before-destructors", "-o", out, "--",
+                            os.path.join(a.programs, "dtor_app"), *args], capture_output=True, text=True,
+                           timeout=600, env=env)
+        check(r.returncode == 0, "%s: recorded (%s)" % (how, r.stderr[-300:]))
+        s = subprocess.run([a.heapsnap, "summary", out], capture_output=True, text=True, timeout=600)
+        said = (s.stdout + s.stderr).lower()
+        check(s.returncode == 0 and not any(w in said for w in ("problem", "error", "incomplete", "failed")),
+              "%s: summary reads the capture without a problem (rc %d: %s %s)" % (how, s.returncode, s.stdout[-600:],
+                                                                                   s.stderr[-600:]))
+        snaps = hj(a, "snapshots", "--json", out)["snapshots"]
+        check([(x["trigger"], x["label"], x["complete"]) for x in snaps] == [("before-destructors", label, True)],
+              "%s: one complete snapshot before destructors (%s)" % (how, snaps))
+        table = int(r.stdout.split()[1])
+        before = {x["name"]: x for x in hj(a, "roots", "--json", "--snapshot", str(snaps[0]["index"]), out)["roots"]}
+        check(before.get("g_table", {}).get("retained_bytes") == table,
+              "%s: g_table holds its %d bytes (%s)" % (how, table, before.get("g_table")))
 
 
 if __name__ == "__main__":

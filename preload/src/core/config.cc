@@ -151,6 +151,8 @@ bool read_config() {
   config.test_child_handshake[0] = 0;
   if (const char *s = getenv("HEAPSNAP_TEST_CHILD_HANDSHAKE"); s && strlen(s) < sizeof(config.test_child_handshake) - 16)
     strcpy(config.test_child_handshake, s);
+  const char *tick_hook = getenv("HEAPSNAP_TEST_TICK_IN_SNAPSHOT_APPEND");
+  config.test_tick_in_snapshot_append = tick_hook && strcmp(tick_hook, "1") == 0;
   // The snapshot child's scan threads (snapshot/child_threads.h); 1 scans on one thread as before.
   config.snapshot_threads = 0;
   if (const char *s = getenv("HEAPSNAP_SNAPSHOT_THREADS")) {

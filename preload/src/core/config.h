@@ -24,6 +24,12 @@ struct Config {
   // snapshot child creates DIR/forked, then waits for DIR/go (at most 30 s) before it reads the
   // program's smaps, so that a test program can change its memory between the fork and the read.
   char test_child_handshake[256];
+  // HEAPSNAP_TEST_TICK_IN_SNAPSHOT_APPEND=1, a test hook (tests/integration/roots_cases.py,
+  // before_destructors_tick): a thread that has reaped a snapshot child waits, before it appends
+  // the child's file, for two whole ticks of the writer thread, if the writer can tick then (it
+  // runs, and the flush lock is not this thread's). That interleaving, forced, is what corrupted
+  // captures under load when nothing held the writer off.
+  bool test_tick_in_snapshot_append;
 
   // HEAPSNAP_SNAPSHOT: comma-separated triggers, e.g. "exit,main,peak:5,growth:10%,signal:USR2,every:30,heap:2G,
   // rss:3G,max:5,contents". Any trigger turns on the full live-block table (see info_shadow.h).

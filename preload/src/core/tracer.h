@@ -132,8 +132,18 @@ bool writer_finished();
 void writer_salvage(int capture_fd, const char *reason);
 const char *writer_capture_path();
 // Appends a file of complete zstd frames (a snapshot child's output) to the capture. Must be
-// called by whoever holds the writer (the writer thread's tick, or at exit after it stopped).
+// called by whoever holds the writer (the writer thread's tick, a thread between writer_hold and
+// writer_release, or at exit after it stopped).
 bool writer_append_file(const char *path);
+// Holds the writer thread off (its flush lock), after writing what the threads recorded, so that
+// the calling thread may do what the writer's tick does (start a snapshot, reap its child, append
+// its file) while the writer runs on: the two doing it at once appended a child's file twice, or
+// wrote into the capture together. writer_release lets the writer go on.
+void writer_hold();
+void writer_release();
+// The test hook HEAPSNAP_TEST_TICK_IN_SNAPSHOT_APPEND (config.h): called after a snapshot child
+// is reaped, before its file is appended.
+void writer_test_tick_in_snapshot_append();
 
 // Stops tracing for good, keeping the program running.
 void stop_tracing(const char *why);

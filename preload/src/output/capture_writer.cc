@@ -51,6 +51,21 @@ pthread_t g_writer;
 bool g_writer_running = false;
 std::atomic<bool> g_writer_stop{false};
 std::atomic<bool> g_wake_pending{false};
+// The thread holding g_flush_mutex (its tid; 0: none) through lock_flush: a snapshot started
+// outside the writer thread holds the writer off with it (writer_hold), and the test hook asks
+// whether the writer could tick.
+std::atomic<pid_t> g_flush_holder{0};
+// The writer thread's ticks done (for the test hook, writer_test_tick_in_snapshot_append).
+std::atomic<uint64_t> g_ticks_done{0};
+
+void lock_flush() {
+  pthread_mutex_lock(&g_flush_mutex);
+  g_flush_holder.store(gettid(), std::memory_order_relaxed);
+}
+void unlock_flush() {
+  g_flush_holder.store(0, std::memory_order_relaxed);
+  pthread_mutex_unlock(&g_flush_mutex);
+}
 
 
 void collect_thread(ThreadState *s, void *) {
@@ -190,9 +205,10 @@ void *writer_main(void *) {
     g_wake_pending.store(false, std::memory_order_relaxed);
     pthread_mutex_unlock(&g_wake_mutex);
     if (g_writer_stop.load(std::memory_order_acquire)) break;
-    pthread_mutex_lock(&g_flush_mutex);
+    lock_flush();
     bool ok = flush_locked(true, true, false);
-    pthread_mutex_unlock(&g_flush_mutex);
+    unlock_flush();
+    g_ticks_done.fetch_add(1, std::memory_order_release);
     if (!ok && frames::fd() >= 0) {
       stop_tracing("cannot write the capture file");
       break;
@@ -363,14 +379,34 @@ void writer_stop_thread() {
 void writer_collect_batches() { for_each_thread(collect_thread, nullptr); }
 
 void writer_flush_now() {
-  pthread_mutex_lock(&g_flush_mutex);
+  lock_flush();
   flush_locked(true, false, true);
-  pthread_mutex_unlock(&g_flush_mutex);
+  unlock_flush();
+}
+
+void writer_hold() {
+  lock_flush();
+  flush_locked(true, false, true);
+}
+
+void writer_release() { unlock_flush(); }
+
+void writer_test_tick_in_snapshot_append() {
+  if (!config.test_tick_in_snapshot_append || !g_writer_running || pthread_equal(pthread_self(), g_writer) ||
+      g_flush_holder.load(std::memory_order_relaxed) == gettid())
+    return;
+  // Two: the tick in progress, if any, may have looked at the snapshot child before it was
+  // reaped; the next one starts after. (At most 30 s: a writer that stopped meanwhile.)
+  const uint64_t from = g_ticks_done.load(std::memory_order_acquire);
+  for (int i = 0; i < 30000 && g_ticks_done.load(std::memory_order_acquire) < from + 2; ++i) {
+    timespec ts = {0, 1000000};
+    nanosleep(&ts, nullptr);
+  }
 }
 
 void writer_finish(const char *reason) {
   writer_stop_thread();
-  pthread_mutex_lock(&g_flush_mutex);
+  lock_flush();
   if (frames::fd() >= 0) {
     // The events and the end record in one go: a short program's only frame of events is then
     // compressed in one pass (with tables sized to it, and its size declared).
@@ -382,7 +418,7 @@ void writer_finish(const char *reason) {
     frames::close();
   }
   g_finished = true;
-  pthread_mutex_unlock(&g_flush_mutex);
+  unlock_flush();
 }
 
 bool writer_finished() { return g_finished || !g_outbox; }
@@ -396,6 +432,7 @@ void writer_salvage(int capture_fd, const char *reason) {
   bool mid_flush = pthread_mutex_trylock(&g_flush_mutex) != 0;
   bool outbox_cut = pthread_mutex_trylock(&g_outbox_mutex) != 0;
   pthread_mutex_init(&g_flush_mutex, nullptr);
+  g_flush_holder.store(0, std::memory_order_relaxed);
   pthread_mutex_init(&g_outbox_mutex, nullptr);
   registry_reset_alone();
   if (outbox_cut) g_outbox->truncate(g_outbox_committed);
@@ -424,14 +461,13 @@ void writer_note_failure(const char *what) {
   }
 }
 
-void writer_fork_prepare() {
-  pthread_mutex_lock(&g_flush_mutex);
-}
+void writer_fork_prepare() { lock_flush(); }
 
-void writer_fork_parent() { pthread_mutex_unlock(&g_flush_mutex); }
+void writer_fork_parent() { unlock_flush(); }
 
 void writer_after_fork_child() {
   pthread_mutex_init(&g_flush_mutex, nullptr);
+  g_flush_holder.store(0, std::memory_order_relaxed);
   pthread_mutex_init(&g_outbox_mutex, nullptr);
   pthread_mutex_init(&g_wake_mutex, nullptr);
   pthread_cond_init(&g_wake, nullptr);

@@ -525,6 +525,7 @@ bool finish(bool block) {
   close(g_child_fd);
   g_child_fd = -1;
   bool ok = r == g_child && WIFEXITED(status) && WEXITSTATUS(status) == 0;
+  if (r == g_child) writer_test_tick_in_snapshot_append();
   if (g_child_trigger == kGrowth) {
     // Kept aside (GrowthSeries counted it when it started); a failed one is forgotten.
     if (!ok) {
@@ -821,9 +822,15 @@ void before_destructors(const char *how) {
   static uint64_t taken_in = 0;  // the pid that took it: once per process, a forked child its own
   if (!wants_before_destructors() || !tracing() || taken_in == uint64_t(getpid())) return;
   taken_in = uint64_t(getpid());
-  writer_flush_now();  // what the threads recorded goes first, as at exit
+  // On the program's thread, with the writer thread running on: it is held off (its tick reaps
+  // and appends snapshot children too, and writes the capture), after what the threads recorded
+  // has been written, as at exit. Without it a tick during the append of the child's file (a few
+  // MB, slow on a busy machine) reaped the child again (ECHILD), appended the file a second time
+  // or after a failure record, or wrote its frames into the middle of it.
+  writer_hold();
   finish(true);
   if (start(kBeforeDestructors, how)) finish(true);
+  writer_release();
 }
 
 void at_salvage() {

@@ -4,6 +4,7 @@
 #include <sys/mman.h>
 #include <sys/prctl.h>
 
+#include <algorithm>
 #include <atomic>
 
 #include "core/common.h"
@@ -31,7 +32,8 @@ std::atomic<bool> g_cannot_name{false};  // the kernel said EINVAL once: do not 
 
 void add(uint64_t lo, uint64_t hi) {
   if (hi <= lo) return;
-  const size_t used = g_used.load(std::memory_order_acquire);
+  // (g_used may be past kSlots for a moment: another add's fetch_add before its store below.)
+  const size_t used = std::min(g_used.load(std::memory_order_acquire), kSlots);
   for (size_t i = 0; i < used; ++i) {
     uint64_t expected = 0;
     if (g_slots[i].hi.load(std::memory_order_relaxed) == 0 &&

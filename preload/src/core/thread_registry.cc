@@ -136,14 +136,14 @@ int64_t peak_candidate_locked() {
 // Waits until the writer has served the alarm. The callee-saved registers go onto this frame
 // first: the snapshot's handshake reads only the stack pointer of a thread asleep in a system call,
 // and the program's frames may hold a pointer (the block just allocated) in one of them.
-__attribute__((noinline)) static void wait_alarm_served(uint32_t served) {
+__attribute__((noinline)) static void wait_served(std::atomic<uint32_t> &count, uint32_t served) {
   __builtin_unwind_init();
-  for (int i = 0; i < 1000 && g_totals.heap_alarm_served.load(std::memory_order_acquire) == served &&
-                  writer_serves_alarms(); ++i) {
+  for (int i = 0; i < 1000 && count.load(std::memory_order_acquire) == served && writer_serves_alarms(); ++i) {
     timespec ts{0, 10 * 1000 * 1000};
-    syscall(SYS_futex, &g_totals.heap_alarm_served, FUTEX_WAIT_PRIVATE, served, &ts, nullptr, 0);
+    syscall(SYS_futex, &count, FUTEX_WAIT_PRIVATE, served, &ts, nullptr, 0);
   }
 }
+static void wait_alarm_served(uint32_t served) { wait_served(g_totals.heap_alarm_served, served); }
 
 static void heap_alarm(ThreadLocal &t, int64_t now, int64_t candidate, bool may_wait) {
   // Whether to wait goes with the level (rearm stores it first): read with it, not after the
@@ -202,15 +202,18 @@ __attribute__((noinline)) static void wait_for_peak_fork(ThreadLocal &t, uint64_
   bump(t.counters.free_calls, uint64_t(-1));
   bump(t.counters.bytes_freed, uint64_t(0) - size);
   add_local(t.counters.heap_delta, int64_t(size));
-  // (serve_alarm clears the hold before it counts the alarm served: a free that still sees the
-  // hold read the count from before, and wakes at that serving.)
-  const uint32_t served = g_totals.heap_alarm_served.load(std::memory_order_seq_cst);
+  // (The writer clears the hold before it counts the fall served, once it has forked for it
+  // (serve_fall): a free that still sees the hold read the count from before, and wakes then.
+  // Its own count: serve_alarm, for other alarms in the same tick, had let the falls go before
+  // the fork.)
+  const uint32_t served = g_totals.fall_served.load(std::memory_order_seq_cst);
   if (take) {
     g_totals.fall_hold.store(1, std::memory_order_seq_cst);
     g_totals.fall_alarm_time.store(coarse_rel_ns() | 1, std::memory_order_release);
     outbox_poke_writer();
   }
-  if ((take || g_totals.fall_hold.load(std::memory_order_seq_cst)) && writer_serves_alarms()) wait_alarm_served(served);
+  if ((take || g_totals.fall_hold.load(std::memory_order_seq_cst)) && writer_serves_alarms())
+    wait_served(g_totals.fall_served, served);
   bump(t.counters.free_calls, 1);
   bump(t.counters.bytes_freed, size);
   add_local(t.counters.heap_delta, -int64_t(size));

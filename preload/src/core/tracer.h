@@ -76,6 +76,8 @@ struct GlobalTotals {
   // counted. Without it the other threads' frees went on while the writer woke and forked: eight
   // threads freeing 250,000 bytes each at once left an at-peak snapshot of 0.25 to 1.7 of 1.9 MiB.
   std::atomic<uint32_t> fall_hold{0};
+  // Bumped (and futex-woken) by the writer once it has forked for a fall it took (serve_fall).
+  std::atomic<uint32_t> fall_served{0};
   // The RSS alarm (--snapshot-rss-above): the resident bytes that set it off (0: none, or gone
   // off). Checked at each fold (every kFoldBytes of a thread's heap rise), where the process's
   // maximum RSS (one getrusage) says whether the current one (statm) is worth reading; the

@@ -145,9 +145,12 @@ HS_NOINLINE void *alloc_fold(void *p) {
 // snapshot that must see it). Everything alloc_fast checked still holds: nothing ran in between.
 // Before it, every allocation of a snapshotting run took on_alloc (and every free on_free):
 // about 170 instructions more per malloc+free pair than without snapshots (bench_fastpath).
-HS_NOINLINE void *alloc_info(void *p, size_t n, uintptr_t ra) {
+HS_NOINLINE void *alloc_info(void *p, size_t n, uint8_t fn, uintptr_t ra) {
   ThreadLocal &t = t_local;
-  uint8_t *s = shadow::find_fast(p);
+  // (find, not find_fast: another thread may have turned the fast paths off since alloc_fast
+  // looked, and find_fast would then say nullptr. Leaves are never unmapped.)
+  uint8_t *s = shadow::find(p);
+  if (HS_UNLIKELY(!s)) return alloc_slow(p, n, fn, ra);
   sub_mem(t.countdown, int64_t(n));
   shadow::set(s, uint8_t(usable::glibc_shadow_base(p) - n));
   info::record(p, call_sites::intern(ra), uint32_t(coarse_rel_ns() / 1000000));
@@ -163,7 +166,11 @@ HS_NOINLINE void free_slow(void *p) {
 // free_fast's block (tracked, unsampled, its size in its shadow byte) whose free folds a fall.
 HS_NOINLINE void free_fold(void *p) {
   ThreadLocal &t = t_local;
-  uint8_t *s = shadow::find_fast(p);
+  // (find, as in alloc_info: the fast paths may have been turned off since free_fast looked. Its
+  // leaf was there then, and leaves stay: never nullptr, but a free that free_fast has already
+  // counted must not go round again if it were.)
+  uint8_t *s = shadow::find(p);
+  if (HS_UNLIKELY(!s)) return real::fn.free(p);
   before_fall_fold(t, usable::glibc_shadow_base(p) - shadow::get(s));
   shadow::set(s, 0);
   fold_heap(t);
@@ -179,7 +186,7 @@ HS_INLINE void *finish_alloc(void *p, size_t n, uint8_t fn) {
   int r = alloc_fast(t_local, p, n);
   if (HS_LIKELY(r == kFastDone)) return p;
   if (r == kFastFold) return alloc_fold(p);
-  if (r == kFastInfo) return alloc_info(p, n, RA());
+  if (r == kFastInfo) return alloc_info(p, n, fn, RA());
   return alloc_slow(p, n, fn, RA());
 }
 

@@ -5,6 +5,8 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
+#include <cerrno>
 #include <cstring>
 
 namespace hs::snapshot::memory {
@@ -20,6 +22,10 @@ constexpr uint64_t kFile = 1 << 2, kPresent = 1 << 3, kSwapped = 1 << 4, kPfnZer
 
 // Sums [lo, hi)'s pages into e, with v (kScanRegions) for the kernel's answers: false when the
 // scan fails.
+// PAGE_IS_GUARD came after PAGEMAP_SCAN itself (Linux 6.7 knows categories 0-6 and refuses the
+// others with EINVAL): asked for while the kernel takes it, dropped at the first refusal.
+std::atomic<uint64_t> g_guard{kGuard};
+
 bool scan(int fd, uint64_t lo, uint64_t hi, bool file, SmapsEntry &e, PageRegion *v) {
   for (uint64_t at = lo; at < hi;) {
     PmScanArg a = {};
@@ -29,8 +35,13 @@ bool scan(int fd, uint64_t lo, uint64_t hi, bool file, SmapsEntry &e, PageRegion
     a.vec = reinterpret_cast<uint64_t>(v);
     a.vec_len = kScanRegions;
     a.category_anyof_mask = kPresent | kSwapped;
-    a.return_mask = kPresent | kSwapped | kPfnZero | kGuard | (file ? kFile : 0);
+    const uint64_t guard = g_guard.load(std::memory_order_relaxed);
+    a.return_mask = kPresent | kSwapped | kPfnZero | guard | (file ? kFile : 0);
     long r = ioctl(fd, kPagemapScan, &a);
+    if (r < 0 && guard && errno == EINVAL) {
+      g_guard.store(0, std::memory_order_relaxed);
+      continue;  // the same range again, without it
+    }
     if (r < 0 || size_t(r) > kScanRegions) return false;
     for (long i = 0; i < r; ++i) {
       const uint64_t bytes = v[i].end - v[i].start, c = v[i].categories;

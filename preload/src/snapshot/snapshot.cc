@@ -251,7 +251,9 @@ bool start(int trigger, const char *label) {
                "at peak (the heap at %lld B, within %u%% of the highest the threads' folds showed, itself within %u x %lld B "
                "of the true one; %u taken before it)",
                (long long)t.heap, config.snapshot_peak_pct, threads,
-               (long long)(2 * g_totals.fold_room.load(std::memory_order_relaxed)), g_peak_taken);
+               (long long)(2 * std::max(g_totals.fold_room.load(std::memory_order_relaxed),
+                                        g_totals.fold_room_widest.load(std::memory_order_relaxed))),
+               g_peak_taken);
     else
       snprintf(peak_label, sizeof(peak_label), "at peak (the heap at %lld B, within %u%% of the run's highest; %u taken before it)",
                (long long)t.heap, config.snapshot_peak_pct, g_peak_taken);
@@ -358,10 +360,16 @@ void rearm() {
 // for the levels still waiting. (A fold that went off just as the writer re-armed may store "off"
 // after the new level: put right here, at the next look.)
 // The at-peak level passed: the fall alarm armed.
+// (Armed here only if the fold that crossed did not arm it: that one may have been taken by a
+// free already, and arming it again made a second hold and a fork to be killed as lower.)
 void peak_level_passed() {
   g_peak_armed = true;
-  g_totals.fall_alarm.store(1, std::memory_order_release);
+  if (g_totals.peak_arm_level.exchange(INT64_MAX, std::memory_order_acq_rel) != INT64_MAX)
+    g_totals.fall_alarm.store(1, std::memory_order_release);
 }
+
+// A fall taken (poll_alarm saw it) and not yet served: its frees wait until serve_fall.
+bool g_fall_pending = false;
 
 bool poll_alarm() {
   // A free that fell with the fall alarm armed waits for the at-peak fork.
@@ -369,6 +377,7 @@ bool poll_alarm() {
   if (fell) {
     g_peak_armed = false;
     g_peak_due = true;
+    g_fall_pending = true;
   }
   uint64_t crossed = g_totals.heap_alarm_time.load(std::memory_order_acquire);
   if (!crossed) {
@@ -644,9 +653,19 @@ static bool heap_threshold_due(uint64_t heap_bytes, uint64_t now) {
 // The thread that set an alarm off goes on (heap_alarm, before_fall_fold), now that its snapshots
 // are forked.
 static void serve_alarm() {
-  g_totals.fall_hold.store(0, std::memory_order_seq_cst);  // first: see wait_for_peak_fork
   g_totals.heap_alarm_served.fetch_add(1, std::memory_order_seq_cst);
   syscall(SYS_futex, &g_totals.heap_alarm_served, FUTEX_WAKE_PRIVATE, INT32_MAX, nullptr, nullptr, 0);
+}
+
+// The frees of a fall go on, once maybe_start_peak has forked (or failed to) for the fall that
+// poll_alarm took: the hold first, then the count (see wait_for_peak_fork). A fall taken after
+// this tick's poll_alarm is served at the next look, after its own fork.
+static void serve_fall() {
+  if (!g_fall_pending) return;
+  g_fall_pending = false;
+  g_totals.fall_hold.store(0, std::memory_order_seq_cst);
+  g_totals.fall_served.fetch_add(1, std::memory_order_seq_cst);
+  syscall(SYS_futex, &g_totals.fall_served, FUTEX_WAKE_PRIVATE, INT32_MAX, nullptr, nullptr, 0);
 }
 
 void writer_tick(uint64_t heap_bytes, uint64_t rss_bytes) {
@@ -657,6 +676,7 @@ void writer_tick(uint64_t heap_bytes, uint64_t rss_bytes) {
   // The fold room follows the threads as they come (rearm sets it only when the level moves).
   if (config.snapshot_peak_pct) set_fold_room(peak_fold_room(g_peak_next));
   maybe_start_peak(heap_bytes);  // a frozen child, beside any other
+  serve_fall();
   if (g_growth_due) {
     // At the crossing, as the thread that crossed waits: after the running child, if any (a heap
     // that grows by the step faster than a snapshot scans is paused that long).
@@ -702,6 +722,7 @@ void drain() {
   const bool alarm = poll_alarm();
   take_armed_peak();
   maybe_start_peak(0);
+  serve_fall();
   if (alarm) serve_alarm();
   end_replaced_peak();
   append_kept_peak();
@@ -766,6 +787,7 @@ void after_fork_child() {
   g_totals.peak_arm_level.store(INT64_MAX, std::memory_order_relaxed);
   g_totals.fall_alarm_time.store(0, std::memory_order_relaxed);
   g_totals.fall_hold.store(0, std::memory_order_relaxed);
+  g_fall_pending = false;
   g_frozen.pid = g_frozen_old.pid = 0;  // the parent's children, not this process's
   g_frozen.go_fd = g_frozen_old.go_fd = -1;
   g_frozen.heap = -1;
@@ -808,6 +830,7 @@ void at_exit() {
   // snapshot.
   take_armed_peak();
   maybe_start_peak(0);
+  serve_fall();
   if (alarm) serve_alarm();
   end_replaced_peak();
   append_kept_peak();

@@ -677,6 +677,23 @@ def case_realloc_moves(a):
     check(not bad, "and its allocation time, before the 100 ms pause: %d do not (%s)" % (len(bad), [b["time_ms"] for b in bad[:5]]))
 
 
+def case_cursor_start(a):
+    """A block pointed to by a cursor inside it and, in the next word, by its start (git's mem pools):
+    one edge for the two words must be a start edge, else the block is "possibly lost" where memcheck
+    sees it reachable (the snapshot child kept the first word's interior flag)."""
+    r, path = record(a, "cursor_start", [edges(a), "cursor_start"], ["--snapshot-at-exit"])
+    check(r.returncode == 0, "program exits 0 (%s)" % r.stderr)
+    u = hsnap_json(a, "unreachable", "--json", path)
+    check(u["possibly_lost"]["blocks"] == 0 and u["definitely_lost"]["blocks"] == 0,
+          "nothing possibly or definitely lost (%s, %s)" % (u["possibly_lost"], u["definitely_lost"]))
+    block = int(r.stdout.split()[1], 16)
+    d = hsnap_json(a, "snapshots", "--dump", "0", path)
+    n = [b["n"] for b in d["block_list"] if int(b["address"], 16) == block]
+    check(len(n) == 1, "the 4,096-byte block is in the snapshot")
+    ins = [e for b in d["block_list"] for e in b["edges"] if e["to"] == n[0]]
+    check(any(not e["interior"] for e in ins), "a start edge points to it (%s)" % ins)
+
+
 def case_mmap_pool(a):
     """A pool whose arena is the program's own mmap (a GC heap): the arena is heap, not a root, so
     what only its free room or a dead object's stale bytes point to is lost."""

@@ -45,6 +45,9 @@
 //   realloc_moves 200 blocks of 24 bytes from realloc_first (one malloc call), 100 ms, then 100 of
 //                 them grown to 5,000 bytes by realloc (moved), all held by a global; prints
 //                 "moved N": a block keeps its first allocation's site and time in a snapshot.
+//   cursor_start  a global holds a 16-byte block whose words are {a cursor into a 4,096-byte
+//                 block, that block's start}, as git's mem pools do: the block is reachable by its
+//                 start pointer, not only "possibly" through the cursor.
 //   grow          100 blocks of 100 bytes from grow_first, SIGUSR2 (a snapshot when recorded with
 //                 --snapshot-on-signal=USR2), then 50 of 200 bytes from grow_second, SIGUSR2.
 #define _GNU_SOURCE
@@ -473,6 +476,18 @@ static int realloc_moves(void) {
   return 0;
 }
 
+static char **g_cursor_pair;
+
+static int cursor_start(void) {
+  g_cursor_pair = malloc(2 * sizeof(char *));
+  char *block = malloc(4096);
+  memset(block, 0, 4096);
+  g_cursor_pair[0] = block + 537;  // the cursor first, the start second
+  g_cursor_pair[1] = block;
+  printf("block %p\n", (void *)block);
+  return 0;
+}
+
 int main(int argc, char **argv) {
   setvbuf(stdout, NULL, _IONBF, 0);
   const char *m = argc > 1 ? argv[1] : "";
@@ -497,6 +512,7 @@ int main(int argc, char **argv) {
   if (!strcmp(m, "mmap_pool")) return mmap_pool();
   if (!strcmp(m, "churn")) return churn();
   if (!strcmp(m, "realloc_moves")) return realloc_moves();
+  if (!strcmp(m, "cursor_start")) return cursor_start();
   fprintf(stderr, "usage: snapshot_edges merged|exit_threads|fork|peak|peak_threads|grow|big_array|static_pool\n");
   return 2;
 }

@@ -147,6 +147,7 @@ HS_INLINE bool scan_block(const Child &c, const ScanBounds &sb, EdgeRecord &e, u
   uint64_t a = c.addr[i];
   uint64_t words = c.size[i] / 8;
   uint32_t k = 0, last = UINT32_MAX;
+  bool last_interior = false;
   const uint64_t *w = reinterpret_cast<const uint64_t *>(a);
   if (words) first_word(i, w[0]);
   for (uint64_t j = 0; j < words; ++j) {
@@ -154,9 +155,13 @@ HS_INLINE bool scan_block(const Child &c, const ScanBounds &sb, EdgeRecord &e, u
     if (v - sb.lo >= sb.span) continue;
     bool interior = false;
     uint32_t t = lookup(c, v, &interior);
-    if (t == UINT32_MAX || t == last) continue;  // the same block twice in a row: one edge
+    // The same block twice in a row: one edge, unless this word is a start pointer after an
+    // interior one (a {cursor, start} pair: git's mem pools). Dropped, it left only the interior
+    // edge, and the block "possibly lost" where memcheck sees it reachable.
+    if (t == UINT32_MAX || (t == last && (interior || !last_interior))) continue;
     if (HS_UNLIKELY(v == a - sb.own_chunk) && sb.own_chunk) continue;
     last = t;
+    last_interior = interior;
     edge_add(e, i, t, j * 8 > 0xffffffffu ? 0xffffffffu : j * 8, interior);
     uint64_t live;
     if (!interior && j + 2 < words && vector_triple(c, t, v, w[j + 1], w[j + 2], &live)) vector_note(e, live, c.size[t]);

@@ -81,13 +81,6 @@ void raise_widest_fold_room(int64_t room) {
   }
 }
 
-// The most any thread's heap has moved unfolded: the widest fold room given out (kFoldBytes
-// unless --snapshot-at-peak narrowed every one of them).
-int64_t widest_fold_room() {
-  const int64_t w = g_totals.fold_room_widest.load(std::memory_order_relaxed);
-  return w > 0 ? w : kFoldBytes;
-}
-
 // A thread starts with the fold room in force, not the TLS image's kHeapBias: with
 // --snapshot-at-peak narrowing it, a thread that never folded kept a room of kFoldBytes, and the
 // at-peak bound (a rise and a fall of the room per thread) did not hold for it (stress: 256 KiB
@@ -104,8 +97,9 @@ void adopt_fold_room(ThreadLocal &t) {
 }
 
 // The cap of each thread's excursion in a summed candidate. One thread alone: none (its excursion
-// is exact). Several: kFoldBytes each, which keeps the sum within peak_accuracy (threads *
-// kFoldBytes) of the true peak, as a thread may rise and fall by up to twice that without folding.
+// is exact). Several: the widest fold room each, which keeps the sum within peak_accuracy
+// (threads * that room) of the true peak, as a thread may rise and fall by up to twice that
+// without folding.
 int64_t excursion_cap() {
   return g_totals.most_live_threads.load(std::memory_order_relaxed) > 1 ? widest_fold_room() : INT64_MAX;
 }
@@ -220,19 +214,19 @@ __attribute__((noinline)) static void wait_for_peak_fork(ThreadLocal &t, uint64_
 }
 
 void before_fall_fold(ThreadLocal &t, uint64_t size) {
-  if (HS_LIKELY(!g_totals.fall_alarm.load(std::memory_order_relaxed))) {
-    if (HS_UNLIKELY(g_totals.fall_hold.load(std::memory_order_relaxed))) wait_for_peak_fork(t, size, false);
-    return;
-  }
   uint32_t armed = 1;
-  if (!g_totals.fall_alarm.compare_exchange_strong(armed, 0, std::memory_order_relaxed)) {
-    if (g_totals.fall_hold.load(std::memory_order_relaxed)) wait_for_peak_fork(t, size, false);
-    return;
-  }
-  wait_for_peak_fork(t, size, true);
+  if (HS_UNLIKELY(g_totals.fall_alarm.load(std::memory_order_relaxed)) &&
+      g_totals.fall_alarm.compare_exchange_strong(armed, 0, std::memory_order_relaxed))
+    return wait_for_peak_fork(t, size, true);  // this free takes the alarm
+  if (HS_UNLIKELY(g_totals.fall_hold.load(std::memory_order_relaxed))) wait_for_peak_fork(t, size, false);
 }
 
 static_assert(kFoldBytes == 256 * 1024, "GlobalTotals::fold_room starts at kFoldBytes");
+
+int64_t widest_fold_room() {
+  const int64_t w = g_totals.fold_room_widest.load(std::memory_order_relaxed);
+  return w > 0 ? w : kFoldBytes;
+}
 
 void set_fold_room(int64_t room) {
   raise_widest_fold_room(room);

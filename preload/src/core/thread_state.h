@@ -275,6 +275,9 @@ HS_INLINE bool count_free(ThreadLocal &t, uint64_t size) {
 void before_fall_fold(ThreadLocal &t, uint64_t size);
 // The writer's new fold room (--snapshot-at-peak narrows it), counted in the widest.
 void set_fold_room(int64_t room);
+// The most any thread's heap has moved unfolded: the widest fold room given out (kFoldBytes
+// unless --snapshot-at-peak narrowed every one of them).
+int64_t widest_fold_room();
 HS_INLINE void account_alloc(ThreadLocal &t, uint64_t size) {
   if (HS_UNLIKELY(count_alloc(t, size))) fold_heap(t);
 }

@@ -41,6 +41,11 @@ HS_NOINLINE void count_nested_alloc(void *p, size_t size) {
   g_totals.heap.fetch_add(int64_t(size), std::memory_order_relaxed);
 }
 
+// The block's entry in the live-block table (snapshots): its call site and the time now.
+HS_INLINE void record_block_info(void *p, uintptr_t ra) {
+  info::record(p, call_sites::intern(ra), uint32_t(coarse_rel_ns() / 1000000));
+}
+
 HS_INLINE void on_alloc(void *p, size_t size, uint8_t fn, uintptr_t ra) {
   ThreadLocal &t = t_local;
   if (HS_UNLIKELY(!p || !tracing())) return;
@@ -53,7 +58,7 @@ HS_INLINE void on_alloc(void *p, size_t size, uint8_t fn, uintptr_t ra) {
   bool sampled = false;
   if (HS_UNLIKELY(t.countdown <= 0)) sampled = reach_sample_point(t, size);
   if (HS_UNLIKELY(!shadow::mark(p, size, base, sampled))) return;
-  if (HS_UNLIKELY(info::enabled)) info::record(p, call_sites::intern(ra), uint32_t(coarse_rel_ns() / 1000000));
+  if (HS_UNLIKELY(info::enabled)) record_block_info(p, ra);
   account_alloc(t, size);
   if (HS_UNLIKELY(sampled)) record_alloc(t, p, size, fn, ra);
 }
@@ -153,8 +158,8 @@ HS_NOINLINE void *alloc_info(void *p, size_t n, uint8_t fn, uintptr_t ra) {
   if (HS_UNLIKELY(!s)) return alloc_slow(p, n, fn, ra);
   sub_mem(t.countdown, int64_t(n));
   shadow::set(s, uint8_t(usable::glibc_shadow_base(p) - n));
-  info::record(p, call_sites::intern(ra), uint32_t(coarse_rel_ns() / 1000000));
-  if (HS_UNLIKELY(count_alloc(t, n))) fold_heap(t);
+  record_block_info(p, ra);
+  account_alloc(t, n);
   return p;
 }
 

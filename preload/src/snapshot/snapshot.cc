@@ -251,9 +251,7 @@ bool start(int trigger, const char *label) {
                "at peak (the heap at %lld B, within %u%% of the highest the threads' folds showed, itself within %u x %lld B "
                "of the true one; %u taken before it)",
                (long long)t.heap, config.snapshot_peak_pct, threads,
-               (long long)(2 * std::max(g_totals.fold_room.load(std::memory_order_relaxed),
-                                        g_totals.fold_room_widest.load(std::memory_order_relaxed))),
-               g_peak_taken);
+               (long long)(2 * widest_fold_room()), g_peak_taken);
     else
       snprintf(peak_label, sizeof(peak_label), "at peak (the heap at %lld B, within %u%% of the run's highest; %u taken before it)",
                (long long)t.heap, config.snapshot_peak_pct, g_peak_taken);

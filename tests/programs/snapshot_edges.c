@@ -23,6 +23,9 @@
 //                 "snapshot started 1"), then unmapped.
 //   several_peaks three peaks of 40, 120 and 80 blocks of 250,000 bytes, each freed before the
 //                 next: the run's maximum is the second, 30,000,000 bytes.
+//   dipping_rise  120 steps, each 8 blocks of 100,000 bytes and then 3 of them freed, the rest held
+//                 by a global: a rise of 800 KB and a dip of 300 KB a step, under 5% of the heap
+//                 from the 13th step on. The maximum is in the last step, 60,300,000.
 //   peak_at_exit  100 blocks of 250,000 bytes held by a global until the end: the maximum is at exit.
 //   slow_growth   a 2 MB table from fixed_table at start, then 400 blocks of 100,000 bytes from
 //                 leak_slowly, all held by a global list: the heap grows steadily to 42 MB.
@@ -195,6 +198,19 @@ static int slow_growth(void) {
   fixed_table();
   for (int i = 0; i < 400; i++) leak_slowly();
   printf("grown %d\n", 2000000 + 400 * 100000);
+  return 0;
+}
+
+void *g_rising[120 * 5];
+static int dipping_rise(void) {
+  size_t n = 0;
+  for (int step = 0; step < 120; step++) {
+    void *b[8];
+    for (int i = 0; i < 8; i++) b[i] = malloc(100000);
+    for (int i = 5; i < 8; i++) free(b[i]);
+    for (int i = 0; i < 5; i++) g_rising[n++] = b[i];
+  }
+  printf("peak %d\n", 119 * 5 * 100000 + 8 * 100000);
   return 0;
 }
 
@@ -502,6 +518,7 @@ int main(int argc, char **argv) {
   if (!strcmp(m, "several_peaks")) return several_peaks();
   if (!strcmp(m, "slow_growth")) return slow_growth();
   if (!strcmp(m, "peak_at_exit")) return peak_at_exit();
+  if (!strcmp(m, "dipping_rise")) return dipping_rise();
   if (!strcmp(m, "threads_threshold")) return threads_threshold();
   if (!strcmp(m, "grow")) return grow();
   if (!strcmp(m, "big_array")) return big_array();

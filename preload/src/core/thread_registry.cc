@@ -5,10 +5,12 @@
 #include <sys/resource.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <new>
 
+#include "core/config.h"
 #include "core/private_heap.h"
 #include "core/proc_maps.h"
 #include "core/thread_state.h"
@@ -213,9 +215,24 @@ __attribute__((noinline)) static void wait_for_peak_fork(ThreadLocal &t, uint64_
   add_local(t.counters.heap_delta, -int64_t(size));
 }
 
+// Whether the at-peak fork may wait for a later fall: the next fall this thread folds (a fold
+// room further down at most, the fold room it is given now) would still leave the heap within the
+// percentage of its highest since the level was passed. A peak that falls back a little and rises
+// again (py, a compiler, a threaded server: most of them do it all the time) then costs no fork,
+// nor the copy of every page the program writes while that child lives; the snapshot is still of
+// the heap within the percentage of the run's highest, as before (one thread exactly: the heap
+// after this free, and the highest with this thread's unfolded rise, are exact).
+static bool fall_may_wait(ThreadLocal &t) {
+  const int64_t bias = t.heap_bias, heap = g_totals.heap.load(std::memory_order_relaxed);
+  const int64_t after = heap + (t.counters.heap_delta - bias);
+  const int64_t high = std::max(g_totals.peak.load(std::memory_order_relaxed), heap + (t.heap_delta_max - bias));
+  const int64_t room = g_totals.fold_room.load(std::memory_order_relaxed);
+  return after - room >= high - high / 100 * int64_t(config.snapshot_peak_pct);
+}
+
 void before_fall_fold(ThreadLocal &t, uint64_t size) {
   uint32_t armed = 1;
-  if (HS_UNLIKELY(g_totals.fall_alarm.load(std::memory_order_relaxed)) &&
+  if (HS_UNLIKELY(g_totals.fall_alarm.load(std::memory_order_relaxed)) && !fall_may_wait(t) &&
       g_totals.fall_alarm.compare_exchange_strong(armed, 0, std::memory_order_relaxed))
     return wait_for_peak_fork(t, size, true);  // this free takes the alarm
   if (HS_UNLIKELY(g_totals.fall_hold.load(std::memory_order_relaxed))) wait_for_peak_fork(t, size, false);

@@ -1,8 +1,9 @@
 // The SnapshotMemory record (child_memory.h): the program's RSS split into parts that add up to
 // it, at the fork: each anonymous mapping's Rss from the child's own page tables (PAGEMAP_SCAN,
 // image_scan.h, else its /proc/self/smaps: they are the fork's copy; the program runs on and its
-// own smaps, read later, would mix the two moments), each file mapping's from the program's /proc/PID/smaps (fork does not copy the
-// page tables of file mappings the program never wrote: see smaps.h, merge_fork_image); the child then
+// own figures, read later, would mix the two moments), each file mapping's from the program's (its
+// maps and pagemap, else its smaps: fork does not copy the page tables of file mappings the program
+// never wrote; see smaps.h, merge_fork_image); the child then
 // claims, in its copy, what it knows of each anonymous mapping, in order of precedence:
 // heapsnap's own memory, thread stacks, glibc's mmapped chunks, modules' .bss, and the arenas
 // chunk by chunk. What no claim takes is the mapping's own kind (smaps.h, base_kind).
@@ -299,6 +300,8 @@ void memory_begin(Child &c, uint64_t arena_lo, uint64_t arena_hi) {
   ms->lap(MemoryState::kMincore);
   snprintf(ms->program_path, sizeof(ms->program_path), "/proc/%lu/smaps", (unsigned long)c.main_tid);
   snprintf(ms->status_path, sizeof(ms->status_path), "/proc/%lu/status", (unsigned long)c.main_tid);
+  snprintf(ms->maps_path, sizeof(ms->maps_path), "/proc/%lu/maps", (unsigned long)c.main_tid);
+  snprintf(ms->pagemap_path, sizeof(ms->pagemap_path), "/proc/%lu/pagemap", (unsigned long)c.main_tid);
   // (HEAPSNAP_SNAPSHOT_THREADS=1: the child runs on one thread, this read too.)
   if (threads::wanted() <= 1 || !threads::start(ms->worker, read_program, ms)) read_program(ms);
   ms->ns = mono_ns() - ms->t0;
@@ -313,12 +316,20 @@ void write_memory(Child &c, const regs::Result &rr, uint64_t arena_lo, uint64_t 
   threads::join(ms.worker);
   ms.lap(MemoryState::kWait);
   if (ms.own && ms.program) {
-    if (ms.own_scanned) memory::take_split(ms.own, ms.n_own, ms.program, ms.n_program);
+    if (ms.own_scanned && !ms.program_scanned) memory::take_split(ms.own, ms.n_own, ms.program, ms.n_program);
     const size_t cap = size_t(ms.n_own + ms.n_program + 2);
     ms.entries = static_cast<memory::SmapsEntry *>(heap::alloc(cap * sizeof(memory::SmapsEntry)));
     if (ms.entries)
       ms.n = memory::merge_fork_image(ms.own, ms.n_own, ms.program, ms.n_program, arena_lo, arena_hi, resident_at_begin,
                                       &ms, ms.entries, cap, &ms.changed);
+  }
+  if (ms.n > 0 && ms.program_scanned) {
+    // Without the program's anonymous figures, what changed since the fork is known in sum only:
+    // VmRSS, read after the fork, against the fork image's Rss (scan_program found no mapping of
+    // the program's with pages the image lacks, so the two count the same mappings).
+    uint64_t image = 0;
+    for (long i = 0; i < ms.n; ++i) image += ms.entries[i].rss;
+    ms.changed = ms.status_rss > image ? ms.status_rss - image : image - ms.status_rss;
   }
   if (ms.n > 0 && !ms.m.init(ms.entries, ms.n, taken_vector, &ms)) ms.n = 0;
   ms.lap(MemoryState::kMerge);
@@ -489,11 +500,14 @@ void write_memory(Child &c, const regs::Result &rr, uint64_t arena_lo, uint64_t 
                                                            "program smaps cpu (worker)", "mincore",
                                                            "wait for the worker", "merge", "claims", "arenas",
                                                            "mmapped chunks", "tally"};
-    char msg[512];
+    char msg[768];
     size_t len = size_t(snprintf(msg, sizeof(msg), "heapsnap: memory breakdown, ms:"));
     for (int q = 0; q < MemoryState::kSteps && len < sizeof(msg); ++q)
       len += size_t(snprintf(msg + len, sizeof(msg) - len, " %s %.1f", kStep[q], double(ms.step_ns[q]) / 1e6));
-    if (len < sizeof(msg)) len += size_t(snprintf(msg + len, sizeof(msg) - len, "\n"));
+    if (len < sizeof(msg))
+      len += size_t(snprintf(msg + len, sizeof(msg) - len, "; own figures from %s, the program's from %s%s\n",
+                             ms.own_scanned ? "pagemap" : "smaps", ms.program_source,
+                             ms.own_scanned && !memory::scan_takes_guard() ? " (PAGE_IS_GUARD refused: scans without it)" : ""));
     (void)!write(2, msg, len < sizeof(msg) ? len : sizeof(msg) - 1);
   }
 

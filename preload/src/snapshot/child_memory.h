@@ -1,5 +1,5 @@
 // The RSS breakdown of a snapshot (issue 32), shared by its two halves in the snapshot child:
-//   child_memory.cc  reads the program's /proc/PID/smaps, claims what it knows (heapsnap's own
+//   child_memory.cc  reads the program's mappings and their Rss, claims what it knows (heapsnap's own
 //                    memory, thread stacks, mmapped chunks, .bss), writes the SnapshotMemory record
 //   child_arenas.cc  walks glibc's arenas chunk by chunk and claims each chunk's bytes by kind
 // A claim counts the bytes of a range that are resident in the child's copy of the program
@@ -109,8 +109,8 @@ struct Residency {
 // vectors of the child's anonymous mappings before the child reads any of the program's memory
 // (a read of a page the program never touched maps the zero page in the child, which mincore
 // would count: the shadow's untouched pages, read by the enumeration, did) and reads the child's
-// own smaps (the fork moment's anonymous memory), then starts the reads of the program's smaps
-// (its file mappings) and VmRSS on a worker thread (child_threads.h, Background), beside the
+// own figures (the fork moment's anonymous memory), then starts the reads of the program's figures
+// (its file mappings: child_proc.cc, read_program) and VmRSS on a worker thread (child_threads.h, Background), beside the
 // enumeration. write_memory joins it, merges the two views, claims, walks the arenas and writes
 // the SnapshotMemory record (before the blocks; no block list is changed).
 struct MemoryState {
@@ -119,11 +119,15 @@ struct MemoryState {
   uint64_t changed;  // the program's anonymous memory changed since the fork (left out)
   uint64_t status_rss;
   uint64_t t0, ns;  // the breakdown's own time on the child's main thread (both phases)
-  // The worker's reads: both smaps parsed (null: not read), their counts, the program's files.
+  // The worker's reads: the child's own figures and the program's (null: not read), their counts, the program's files.
   memory::SmapsEntry *own, *program;
   long n_own, n_program;
   bool own_scanned;  // own came from PAGEMAP_SCAN (image_scan.h), not from /proc/self/smaps
-  char program_path[64], status_path[64];
+  // program came from its maps and pagemap (image_scan.h, scan_program), not its smaps: no
+  // shared/private split, no VmFlags, and its private anonymous mappings without figures.
+  bool program_scanned;
+  const char *program_source;  // which, and why not the pagemap (HEAPSNAP_DEBUG=1)
+  char program_path[64], maps_path[64], pagemap_path[64], status_path[64];
   threads::Background worker;
   Residency *pieces;  // address-ordered
   size_t npieces;
@@ -141,9 +145,10 @@ struct MemoryState {
   }
   Meter m;
 };
-// child_proc.cc: an smaps file parsed into the child's arena (null when it cannot be read or
-// parsed); the worker's reads of the program's smaps and VmRSS into a MemoryState (arg).
-memory::SmapsEntry *read_smaps(const char *path, long *n);
+// child_proc.cc: an smaps file (or a maps file: its lines are smaps' headers) parsed into the
+// child's arena (null when it cannot be read or parsed); the worker's reads of the program's
+// figures and VmRSS into a MemoryState (arg).
+memory::SmapsEntry *read_smaps(const char *path, long *n, bool maps = false);
 void read_program(void *arg);
 
 void memory_begin(Child &c, uint64_t arena_lo, uint64_t arena_hi);

@@ -288,6 +288,7 @@ void memory_begin(Child &c, uint64_t arena_lo, uint64_t arena_hi) {
   // The child's own figures first: the fork's page tables of the program's anonymous memory (see
   // smaps.h, merge_fork_image), before the child reads anything: by PAGEMAP_SCAN (image_scan.h),
   // else from its /proc/self/smaps. Then the program's smaps, beside the enumeration (read_program).
+  memory::g_scan_hooks = {config.test_no_pagemap_scan, config.test_refuse_scan_guard};
   const size_t own_cap = size_t(c.nmaps) + 2;
   ms->own = static_cast<memory::SmapsEntry *>(heap::alloc(own_cap * sizeof(memory::SmapsEntry)));
   auto *regions = static_cast<memory::PageRegion *>(heap::alloc(memory::kScanRegions * sizeof(memory::PageRegion)));

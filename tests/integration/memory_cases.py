@@ -36,6 +36,10 @@ to the RSS in the record exactly, and that RSS is the kernel's VmRSS within 1%; 
   the scans ask again without it). HEAPSNAP_DEBUG=1's line says which path each took; every run's
   parts add up to its VmRSS within 1%, and each part is the default run's within 256 KiB + 2%
   (heapsnap's own part moves by some 100 KiB from run to run; the program's parts do not).
+- hugetlb: a private and a shared MAP_HUGETLB page, written: VmRSS leaves hugetlb pages out (as
+  smaps' Rss does), PAGEMAP_SCAN reports them as present; the parts still add up to VmRSS within
+  1%, by the default path and the smaps one, and the mappings are in the mapped size. Skipped where
+  no huge page can be had (/proc/sys/vm/nr_hugepages 0: the test never changes it).
 - missing: a snapshot without the record (synth_capture writes one, as a capture from before
   format 3.3 is) says so and exits 1, never a table of zeros; no snapshot, a wrong index too.
 
@@ -331,6 +335,19 @@ def case_fallbacks(a):
                 check(abs(x - y) <= 256 * 1024 + 0.02 * max(x, y),
                       "%s, %s: part %s as by default: %d vs %d" % (mode, name, kind, y, x))
         print("ok: %s: the same parts by all three paths" % mode)
+
+
+def case_hugetlb(a):
+    for name, hook in (("default", {}), ("no PAGEMAP_SCAN", {"HEAPSNAP_TEST_NO_PAGEMAP_SCAN": "1"})):
+        path, t = record(a, "hugetlb", env=dict(os.environ, **hook))
+        if "hugetlb_unavailable" in t:
+            with open("/proc/sys/vm/nr_hugepages") as f:
+                have = f.read().strip()
+            casekit.skip("no hugetlb page to be had (errno %d; /proc/sys/vm/nr_hugepages is %s: as root, "
+                         "echo 2 > /proc/sys/vm/nr_hugepages to run this)" % (t["hugetlb_unavailable"], have))
+        d = memory(a, path)  # (the parts add up to VmRSS within 1%: huge pages counted would be 4 MiB over)
+        mapped = sum(p["size_bytes"] for p in d["parts"])
+        check(mapped >= t["hugetlb_bytes"], "%s: the hugetlb mappings are in the mapped size (%d)" % (name, mapped))
 
 
 def case_missing(a):

@@ -39,14 +39,12 @@ char *read_whole(const char *path, size_t *len) {
   return buf;
 }
 
-uint64_t vm_rss(const char *status_path) {
-  size_t len = 0;
-  const char *buf = read_whole(status_path, &len);
-  if (!buf) return 0;
-  static const char kKey[] = "VmRSS:";
+// A "Key:  N kB" line of /proc/PID/status, in bytes (0 when missing).
+uint64_t status_kb(const char *buf, size_t len, const char *key) {
+  const size_t klen = strlen(key);
   const char *p = nullptr;
-  for (size_t i = 0; i + sizeof(kKey) - 1 <= len && !p; ++i)
-    if (memcmp(buf + i, kKey, sizeof(kKey) - 1) == 0 && (i == 0 || buf[i - 1] == '\n')) p = buf + i + sizeof(kKey) - 1;
+  for (size_t i = 0; i + klen <= len && !p; ++i)
+    if (memcmp(buf + i, key, klen) == 0 && (i == 0 || buf[i - 1] == '\n')) p = buf + i + klen;
   if (!p) return 0;
   const char *end = buf + len;
   while (p < end && (*p == ' ' || *p == '\t')) ++p;
@@ -95,21 +93,28 @@ memory::SmapsEntry *read_program_maps(MemoryState &ms, long *n, const char **why
 // mappings' figures where the child's own are not the fork's (its file mappings, which fork did
 // not copy: see smaps.h, merge_fork_image) and its VmRSS. From its maps and pagemap when the
 // child's own figures came from PAGEMAP_SCAN too, else (or when only VmFlags can tell: see
-// scan_program) from its smaps, whose walk of its page tables costs about 12 ms of CPU per GiB
+// scan_program; or when it has hugetlb pages) from its smaps, whose walk of its page tables costs about 12 ms of CPU per GiB
 // resident. The child's own smaps cannot be read so: the enumeration's reads of file-backed private
 // mappings (the shim's own tables among them) fault their pages into the child's copy, which would
 // then hold more than the fork did.
 void read_program(void *arg) {
   auto &ms = *static_cast<MemoryState *>(arg);
   const uint64_t t = mono_ns(), cpu = thread_cpu_ns();
+  // VmRSS, and the hugetlb pages it leaves out: PAGEMAP_SCAN reports them as present pages, smaps
+  // only in its *_Hugetlb lines (KernelPageSize tells their mappings), so only smaps can leave them
+  // out of the figures too (take_split).
+  size_t len = 0;
+  const char *status = read_whole(ms.status_path, &len);
+  ms.status_rss = status ? status_kb(status, len, "VmRSS:") : 0;
+  const uint64_t hugetlb = status ? status_kb(status, len, "HugetlbPages:") : 0;
   ms.program_source = "smaps (the child's own figures are from its smaps)";
-  if (ms.own_scanned) {
+  if (ms.own_scanned && hugetlb) ms.program_source = "smaps (it has hugetlb pages)";
+  if (ms.own_scanned && !hugetlb) {
     ms.program = read_program_maps(ms, &ms.n_program, &ms.program_source);
     ms.program_scanned = ms.program != nullptr;
     if (ms.program_scanned) ms.program_source = "maps and pagemap";
   }
   if (!ms.program) ms.program = read_smaps(ms.program_path, &ms.n_program);
-  ms.status_rss = vm_rss(ms.status_path);
   ms.step_ns[MemoryState::kProgramSmaps] = mono_ns() - t;
   ms.step_ns[MemoryState::kProgramCpu] = thread_cpu_ns() - cpu;
 }

@@ -180,6 +180,11 @@ void take_split(SmapsEntry *own, long n_own, const SmapsEntry *program, long n_p
       continue;
     }
     e.wipe_on_fork = p->wipe_on_fork;
+    if (p->hugetlb) {  // (the scan counted its huge pages, present in the child's copy too: smaps does not)
+      e.hugetlb = true;
+      e.rss = e.anonymous = e.swap = e.shared_bytes = e.private_bytes = 0;
+      continue;
+    }
     const uint64_t both = p->shared_bytes + p->private_bytes;
     e.shared_bytes = both ? uint64_t((unsigned __int128)e.rss * p->shared_bytes / both) : 0;
     e.private_bytes = e.rss - e.shared_bytes;

@@ -59,7 +59,9 @@ constexpr long kNeedSmaps = -2;
 long scan_program(int pagemap_fd, SmapsEntry *prog, long n, const SmapsEntry *own, long n_own, PageRegion *scratch);
 
 // For each of own[0..n_own) that scan_image made: the program's mapping at the same start, if any,
-// gives its MADV_WIPEONFORK flag and its shared/private split (in proportion, over the own Rss).
+// gives its MADV_WIPEONFORK flag and its shared/private split (in proportion, over the own Rss); a
+// hugetlb mapping's figures are zeroed (PAGEMAP_SCAN reports its huge pages as present, a range per
+// huge page; smaps and VmRSS leave them out of Rss).
 // (Only with the program's smaps: scan_program has neither.)
 void take_split(SmapsEntry *own, long n_own, const SmapsEntry *program, long n_program);
 

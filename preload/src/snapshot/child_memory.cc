@@ -8,9 +8,9 @@
 // heapsnap's own memory, thread stacks, glibc's mmapped chunks, modules' .bss, and the arenas
 // chunk by chunk. What no claim takes is the mapping's own kind (smaps.h, base_kind).
 //
-// Residency is taken (memory_begin) before the child reads any of the program's memory or the
-// tracer's tables: a read of a page never touched maps the zero page in the child, which mincore
-// counts as resident (smaps does not). HEAPSNAP_DEBUG=1 prints the mappings where the two views differ.
+// Residency is taken (memory_begin: by the same PAGEMAP_SCAN as the child's own figures, else by
+// mincore) before the child reads any of the program's memory or the tracer's tables: a read of a
+// page never touched maps the zero page in the child, which mincore counts as resident (smaps does not). HEAPSNAP_DEBUG=1 prints the mappings where the two views differ.
 #include <fcntl.h>
 #include <sys/mman.h>
 #include <unistd.h>
@@ -247,12 +247,26 @@ bool may_split(const Mapping &mp) {
          strncmp(mp.path, "[anon:", 6) == 0;
 }
 
+// scan_image's vectors (image_scan.h, ResidencySink): one for each piece of those mappings that it
+// scans, so that mincore need not walk their page tables a second time.
+uint8_t *scanned_vector(const memory::SmapsEntry &e, void *ctx) {
+  auto &ms = *static_cast<MemoryState *>(ctx);
+  Mapping mp{};
+  memcpy(mp.path, e.path, sizeof(mp.path));
+  const size_t pages = size_t((e.end - e.start) >> ms.m.page_shift);
+  if (!ms.pieces || e.shared || !may_split(mp) || pages > (size_t(1) << 24)) return nullptr;  // (as take_residency)
+  auto *v = static_cast<uint8_t *>(heap::alloc_zeroed(pages + 1));
+  if (v) ms.pieces[ms.npieces++] = {e.start, e.end, v};
+  return v;
+}
+
 // mincore's vectors of those mappings, but for the child's arena [skip_lo, skip_hi) (the kernel
-// may have merged a neighbour with it: the rest of that mapping is a piece of its own).
+// may have merged a neighbour with it: the rest of that mapping is a piece of its own), where
+// scan_image gave none.
 void take_residency(const Child &c, MemoryState &ms, uint64_t skip_lo, uint64_t skip_hi) {
-  ms.pieces = static_cast<Residency *>(heap::alloc((size_t(c.nmaps) * 2 + 1) * sizeof(Residency)));
   if (!ms.pieces) return;
   const uint64_t page = ms.m.page;
+  const size_t scanned = ms.npieces;
   for (long i = 0; i < c.nmaps; ++i) {
     const Mapping &mp = c.maps[i];
     if (!may_split(mp)) continue;
@@ -262,11 +276,15 @@ void take_residency(const Child &c, MemoryState &ms, uint64_t skip_lo, uint64_t 
       if (cut[1] <= cut[0]) continue;
       const size_t pages = size_t((cut[1] - cut[0]) / page);
       if (pages > (size_t(1) << 24)) continue;  // (as Meter::init: not split)
+      const Residency *have = std::lower_bound(ms.pieces, ms.pieces + scanned, cut[0], [](const Residency &r, uint64_t v) { return r.lo < v; });
+      if (have != ms.pieces + scanned && have->lo == cut[0] && have->hi == cut[1]) continue;
       auto *v = static_cast<uint8_t *>(heap::alloc(pages + 1));
       if (v && mincore(reinterpret_cast<void *>(cut[0]), cut[1] - cut[0], v) != 0) v = nullptr;
       ms.pieces[ms.npieces++] = {cut[0], cut[1], v};
     }
   }
+  if (ms.npieces > scanned)
+    std::sort(ms.pieces, ms.pieces + ms.npieces, [](const Residency &a, const Residency &b) { return a.lo < b.lo; });
 }
 
 // Meter::init's lookup of those vectors: the one that holds [lo, hi), from lo's page.
@@ -292,11 +310,16 @@ void memory_begin(Child &c, uint64_t arena_lo, uint64_t arena_hi) {
   const size_t own_cap = size_t(c.nmaps) + 2;
   ms->own = static_cast<memory::SmapsEntry *>(heap::alloc(own_cap * sizeof(memory::SmapsEntry)));
   auto *regions = static_cast<memory::PageRegion *>(heap::alloc(memory::kScanRegions * sizeof(memory::PageRegion)));
-  ms->n_own = ms->own && regions ? memory::scan_image(c.maps, c.nmaps, arena_lo, arena_hi, ms->own, own_cap, regions) : -1;
-  ms->own_scanned = ms->n_own >= 0;
-  if (!ms->own_scanned) ms->own = read_smaps("/proc/self/smaps", &ms->n_own);
-  ms->lap(MemoryState::kOwnSmaps);
   ms->m.set_page();
+  ms->pieces = static_cast<Residency *>(heap::alloc((size_t(c.nmaps) * 2 + 1) * sizeof(Residency)));
+  const memory::ResidencySink sink = {scanned_vector, ms, ms->m.page_shift};
+  ms->n_own = ms->own && regions ? memory::scan_image(c.maps, c.nmaps, arena_lo, arena_hi, ms->own, own_cap, regions, &sink) : -1;
+  ms->own_scanned = ms->n_own >= 0;
+  if (!ms->own_scanned) {
+    ms->own = read_smaps("/proc/self/smaps", &ms->n_own);
+    ms->npieces = 0;  // (a scan that failed part of the way: mincore's vectors of every piece)
+  }
+  ms->lap(MemoryState::kOwnSmaps);
   take_residency(c, *ms, arena_lo, arena_hi);
   ms->lap(MemoryState::kMincore);
   snprintf(ms->program_path, sizeof(ms->program_path), "/proc/%lu/smaps", (unsigned long)c.main_tid);

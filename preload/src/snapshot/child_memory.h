@@ -21,7 +21,7 @@ struct Meter {
   memory::SmapsEntry *e = nullptr;
   long n = 0;
   uint64_t page = 4096;
-  uint8_t **vec = nullptr;                   // per mapping: mincore's vector, made on first use
+  uint8_t **vec = nullptr;                   // per mapping: its residency (memory_begin's, or mincore's)
   bool *vec_failed = nullptr;                // mincore failed (a mapping made after the fork)
   bool *full = nullptr;                      // every page of the mapping resident (by mincore)
   uint64_t (*res)[memory::kKinds] = nullptr;  // per mapping: resident bytes claimed, by kind
@@ -99,19 +99,21 @@ uint64_t find_main_state(Child &c, uint64_t top);
 // heaps[0..*nheaps) (room for heaps_cap), address-ordered: blocks outside them are no arena's.
 uint32_t walk_arenas(Child &c, Meter &m, ArenaFigures *out, uint32_t cap, Range *heaps, size_t *nheaps, size_t heaps_cap);
 
-// mincore's vector of one piece of the child's own anonymous mappings (memory_begin).
+// The resident pages of one piece of the child's own anonymous mappings (memory_begin), a byte per
+// page as mincore gives them: from the PAGEMAP_SCAN of its own figures (Rss pages: present, not the
+// zero page), else (no PAGEMAP_SCAN, shared mappings) from mincore.
 struct Residency {
   uint64_t lo, hi;
   uint8_t *vec;  // null: mincore failed
 };
 
-// child_memory.cc, in two phases around the blocks' enumeration. memory_begin takes mincore's
-// vectors of the child's anonymous mappings before the child reads any of the program's memory
-// (a read of a page the program never touched maps the zero page in the child, which mincore
-// would count: the shadow's untouched pages, read by the enumeration, did) and reads the child's
-// own figures (the fork moment's anonymous memory), then starts the reads of the program's figures
-// (its file mappings: child_proc.cc, read_program) and VmRSS on a worker thread (child_threads.h, Background), beside the
-// enumeration. write_memory joins it, merges the two views, claims, walks the arenas and writes
+// child_memory.cc, in two phases around the blocks' enumeration. memory_begin takes the child's
+// own figures (the fork moment's anonymous memory) and the residency of its anonymous mappings
+// before the child reads any of the program's memory (a read of a page the program never touched
+// maps the zero page in the child, which mincore would count: the shadow's untouched pages, read by
+// the enumeration, did), then starts the reads of the program's figures (its file mappings:
+// child_proc.cc, read_program) and VmRSS on a worker thread (child_threads.h, Background), beside
+// the enumeration. write_memory joins it, merges the two views, claims, walks the arenas and writes
 // the SnapshotMemory record (before the blocks; no block list is changed).
 struct MemoryState {
   memory::SmapsEntry *entries;  // the fork image's mappings (smaps.h, merge_fork_image)

@@ -48,9 +48,10 @@ long pm_scan(int fd, PmScanArg &a, bool guard_return, bool guard_out) {
   }
 }
 
-// Sums [lo, hi)'s pages into e, with v (kScanRegions) for the kernel's answers: false when the
-// scan fails.
-bool scan(int fd, uint64_t lo, uint64_t hi, bool file, SmapsEntry &e, PageRegion *v) {
+// Sums [lo, hi)'s pages into e, with v (kScanRegions) for the kernel's answers, and marks its Rss
+// pages in pages[] (a byte per page from lo, when given): false when the scan fails.
+bool scan(int fd, uint64_t lo, uint64_t hi, bool file, SmapsEntry &e, PageRegion *v, uint8_t *pages = nullptr,
+          unsigned shift = 12) {
   if (g_scan_hooks.no_scan) return false;
   for (uint64_t at = lo; at < hi;) {
     PmScanArg a = {};
@@ -68,6 +69,7 @@ bool scan(int fd, uint64_t lo, uint64_t hi, bool file, SmapsEntry &e, PageRegion
       if ((c & kPresent) && !(c & kPfnZero)) {
         e.rss += bytes;
         if (!(c & kFile)) e.anonymous += bytes;
+        if (pages) memset(pages + ((v[i].start - lo) >> shift), 1, size_t(bytes >> shift));
       } else if ((c & kSwapped) && !(c & kGuard)) {
         e.swap += bytes;
       }
@@ -105,7 +107,7 @@ bool is_special(const char *path) {
 bool scan_takes_guard() { return g_guard.load(std::memory_order_relaxed) != 0; }
 
 long scan_image(const Mapping *maps, long n, uint64_t skip_lo, uint64_t skip_hi, SmapsEntry *out, size_t cap,
-                PageRegion *v) {
+                PageRegion *v, const ResidencySink *sink) {
   if (g_scan_hooks.no_scan || !v) return -1;
   const long fd = raw_syscall(SYS_openat, AT_FDCWD, long("/proc/self/pagemap"), O_RDONLY | O_CLOEXEC);
   if (fd < 0) return -1;
@@ -133,7 +135,8 @@ long scan_image(const Mapping *maps, long n, uint64_t skip_lo, uint64_t skip_hi,
       memcpy(e.path, m.path, sizeof(e.path));
       // (A shared mapping's figures are the program's: fork_copied. vvar and the like cannot be scanned.)
       if (e.shared || is_special(m.path)) continue;
-      if (!scan(int(fd), e.start, e.end, m.path[0] == '/', e, v)) {
+      uint8_t *pages = sink ? sink->vector(e, sink->ctx) : nullptr;
+      if (!scan(int(fd), e.start, e.end, m.path[0] == '/', e, v, pages, sink ? sink->page_shift : 12)) {
         raw_syscall(SYS_close, fd);
         return -1;
       }

@@ -41,8 +41,16 @@ bool scan_takes_guard();
 // count; -1 when the kernel has no PAGEMAP_SCAN or a scan fails (then the caller reads
 // /proc/self/smaps), or cap is too small. Entries have no VmFlags (the child has no MADV_DONTFORK
 // mappings) and no shared/private split.
+// sink (optional): each entry's pages as mincore's vector would give them, but of Rss pages only
+// (present, not the zero page), from the same walk of the page tables: sink->vector(e) returns a
+// zeroed byte per page of e (page_shift) or null, and the scan sets each Rss page's byte to 1.
+struct ResidencySink {
+  uint8_t *(*vector)(const SmapsEntry &e, void *ctx);
+  void *ctx;
+  unsigned page_shift;
+};
 long scan_image(const Mapping *maps, long n, uint64_t skip_lo, uint64_t skip_hi, SmapsEntry *out, size_t cap,
-                PageRegion *scratch);
+                PageRegion *scratch, const ResidencySink *sink = nullptr);
 
 // scan_program's answer when only the program's smaps can tell (its VmFlags): a mapping of the
 // program's holds pages where the child's copy holds none (none of the child's mappings overlaps

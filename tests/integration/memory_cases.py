@@ -34,8 +34,10 @@ to the RSS in the record exactly, and that RSS is the kernel's VmRSS within 1%; 
   of the program's pagemap, Linux 6.7+), with HEAPSNAP_TEST_NO_PAGEMAP_SCAN=1 (as before 6.7: both
   smaps read) and with HEAPSNAP_TEST_REFUSE_SCAN_GUARD=1 (PAGE_IS_GUARD refused, as 6.7-6.13 do:
   the scans ask again without it). HEAPSNAP_DEBUG=1's line says which path each took; every run's
-  parts add up to its VmRSS within 1%, and each part is the default run's within 256 KiB + 2%
-  (heapsnap's own part moves by some 100 KiB from run to run; the program's parts do not).
+  parts add up to its VmRSS within 1%, and each of the program's parts is the default run's within
+  256 KiB + 2% (the file-backed ones move by some 64 KiB from run to run); heapsnap's own part is
+  not compared: it moves by up to 4 MiB from run to run whatever the path (19.5 and 23.9 MB seen by
+  the same path; not looked into).
 - hugetlb: a private and a shared MAP_HUGETLB page, written: VmRSS leaves hugetlb pages out (as
   smaps' Rss does), PAGEMAP_SCAN reports them as present; the parts still add up to VmRSS within
   1%, by the default path and the smaps one, and the mappings are in the mapped size. Skipped where
@@ -330,7 +332,7 @@ def case_fallbacks(a):
             print("ok: %s, %s: %s; RSS %d, VmRSS %d" % (mode, name, how, d["rss_bytes"], d["vm_rss_bytes"]))
         base = parts["default"]
         for name, _ in ways[1:]:
-            for kind in set(base) | set(parts[name]):
+            for kind in (set(base) | set(parts[name])) - {"heapsnap"}:
                 x, y = base.get(kind, 0), parts[name].get(kind, 0)
                 check(abs(x - y) <= 256 * 1024 + 0.02 * max(x, y),
                       "%s, %s: part %s as by default: %d vs %d" % (mode, name, kind, y, x))

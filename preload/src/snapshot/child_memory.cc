@@ -520,8 +520,8 @@ void write_memory(Child &c, const regs::Result &rr, uint64_t arena_lo, uint64_t 
 
   ms.lap(MemoryState::kTally);
   if (config.debug) {
-    static const char *const kStep[MemoryState::kSteps] = {"own figures", "program smaps (worker)",
-                                                           "program smaps cpu (worker)", "mincore",
+    static const char *const kStep[MemoryState::kSteps] = {"own figures", "program figures (worker)",
+                                                           "program figures cpu (worker)", "mincore (others)",
                                                            "wait for the worker", "merge", "claims", "arenas",
                                                            "mmapped chunks", "tally"};
     char msg[768];

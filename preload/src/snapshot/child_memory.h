@@ -134,7 +134,7 @@ struct MemoryState {
   Residency *pieces;  // address-ordered
   size_t npieces;
   // HEAPSNAP_DEBUG=1: where that time goes (kSteps, printed at the end of write_memory). The
-  // program's smaps is the worker's (wall, and its CPU: the worker runs beside the enumeration, so
+  // program's figures are the worker's (wall, and its CPU: the worker runs beside the enumeration, so
   // its wall time hides in the enumeration's and only its CPU is the cost); "wait" is how long
   // write_memory waited for it to end.
   enum Step { kOwnSmaps, kProgramSmaps, kProgramCpu, kMincore, kWait, kMerge, kClaims, kArenas, kMmapped, kTally, kSteps };

@@ -348,8 +348,12 @@ def case_hugetlb(a):
             casekit.skip("no hugetlb page to be had (errno %d; /proc/sys/vm/nr_hugepages is %s: as root, "
                          "echo 2 > /proc/sys/vm/nr_hugepages to run this)" % (t["hugetlb_unavailable"], have))
         d = memory(a, path)  # (the parts add up to VmRSS within 1%: huge pages counted would be 4 MiB over)
-        mapped = sum(p["size_bytes"] for p in d["parts"])
-        check(mapped >= t["hugetlb_bytes"], "%s: the hugetlb mappings are in the mapped size (%d)" % (name, mapped))
+        # ("/anon_hugepage (deleted)" in the maps: a file mapping's name)
+        files = d["by_kind"]("mapped_files")
+        check(files["size_bytes"] >= t["hugetlb_bytes"],
+              "%s: the hugetlb mappings are mapped files' mapped size (%d)" % (name, files["size_bytes"]))
+        check(files["rss_bytes"] < t["hugetlb_bytes"] / 2,
+              "%s: ... and not their resident part (%d for %d hugetlb bytes)" % (name, files["rss_bytes"], t["hugetlb_bytes"]))
 
 
 def case_missing(a):

@@ -10,7 +10,8 @@
 //
 // Residency is taken (memory_begin: by the same PAGEMAP_SCAN as the child's own figures, else by
 // mincore) before the child reads any of the program's memory or the tracer's tables: a read of a
-// page never touched maps the zero page in the child, which mincore counts as resident (smaps does not). HEAPSNAP_DEBUG=1 prints the mappings where the two views differ.
+// page never touched maps the zero page in the child, which mincore counts as resident (smaps does
+// not). HEAPSNAP_DEBUG=1 prints the mappings where the two views differ.
 #include <fcntl.h>
 #include <sys/mman.h>
 #include <unistd.h>
@@ -305,7 +306,7 @@ void memory_begin(Child &c, uint64_t arena_lo, uint64_t arena_hi) {
   ms->n = -1;
   // The child's own figures first: the fork's page tables of the program's anonymous memory (see
   // smaps.h, merge_fork_image), before the child reads anything: by PAGEMAP_SCAN (image_scan.h),
-  // else from its /proc/self/smaps. Then the program's smaps, beside the enumeration (read_program).
+  // else from its /proc/self/smaps. Then the program's figures, beside the enumeration (read_program).
   memory::g_scan_hooks = {config.test_no_pagemap_scan, config.test_refuse_scan_guard};
   const size_t own_cap = size_t(c.nmaps) + 2;
   ms->own = static_cast<memory::SmapsEntry *>(heap::alloc(own_cap * sizeof(memory::SmapsEntry)));

@@ -85,7 +85,8 @@ memory::SmapsEntry *read_program_maps(MemoryState &ms, long *n, const char **why
   long r = fd >= 0 ? memory::scan_program(int(fd), prog, *n, ms.own, ms.n_own, regions) : -1;
   if (fd >= 0) threads::raw_syscall(SYS_close, fd);
   if (r == 0) return prog;
-  *why = r == memory::kNeedSmaps ? "a mapping holds pages the fork's copy lacks" : "no PAGEMAP_SCAN on its pagemap";
+  *why = r == memory::kNeedSmaps ? "smaps (a mapping of its holds pages the fork's copy lacks)"
+                                  : "smaps (no PAGEMAP_SCAN on its pagemap)";
   return nullptr;
 }
 
@@ -93,10 +94,10 @@ memory::SmapsEntry *read_program_maps(MemoryState &ms, long *n, const char **why
 // mappings' figures where the child's own are not the fork's (its file mappings, which fork did
 // not copy: see smaps.h, merge_fork_image) and its VmRSS. From its maps and pagemap when the
 // child's own figures came from PAGEMAP_SCAN too, else (or when only VmFlags can tell: see
-// scan_program; or when it has hugetlb pages) from its smaps, whose walk of its page tables costs about 12 ms of CPU per GiB
-// resident. The child's own smaps cannot be read so: the enumeration's reads of file-backed private
-// mappings (the shim's own tables among them) fault their pages into the child's copy, which would
-// then hold more than the fork did.
+// scan_program; or when it has hugetlb pages) from its smaps, whose walk of its page tables costs
+// about 12 ms of CPU per GiB resident. The child's own smaps cannot be read so: the enumeration's
+// reads of file-backed private mappings (the shim's own tables among them) fault their pages into
+// the child's copy, which would then hold more than the fork did.
 void read_program(void *arg) {
   auto &ms = *static_cast<MemoryState *>(arg);
   const uint64_t t = mono_ns(), cpu = thread_cpu_ns();

@@ -183,7 +183,8 @@ int run(const Options &o) {
   printf("\n%s\n",
          out_style(Style::kEstimate,
                    "The figures are of the fork: anonymous mappings' Rss from the snapshot's copy (its page tables), "
-                   "file mappings' from the program's /proc/PID/smaps; within a mapping, heap parts are split by "
+                   "file mappings' from the program's page tables (/proc/PID/pagemap, or its smaps); within a "
+                   "mapping, heap parts are split by "
                    "the pages resident in the copy, a page shared by two chunks by bytes. " +
                        sz(b.unmatched) + " of anonymous memory changed in the program between the fork and the read "
                        "(not in these figures; the VmRSS above is of the read).")
@@ -217,11 +218,12 @@ void add_memory_command(Cmd app, int *rc) {
   cmd.flag("--json", o->json, "machine-readable output");
   cmd.flag("--bytes", o->raw_bytes, "print sizes as plain byte counts");
   cmd.footer(
-      "At each snapshot the snapshot child reads the program's /proc/PID/smaps and splits every mapping's\n"
-      "Rss into parts that add up to the RSS: glibc's arenas walked chunk by chunk (live blocks' requested\n"
-      "bytes, allocator overhead, free chunks, cached chunks: tcache, fastbins, other; top chunks), mmapped\n"
-      "chunks, thread stacks (touched pages), the program's own anonymous mappings, code, module data,\n"
-      "mapped files, shared memory, heapsnap's own memory (subtract it for the program untraced), other.\n"
+      "At each snapshot the snapshot child reads the program's mappings (/proc/PID/maps and pagemap, or\n"
+      "its smaps) and splits every mapping's Rss into parts that add up to the RSS: glibc's arenas walked\n"
+      "chunk by chunk (live blocks' requested bytes, allocator overhead, free chunks, cached chunks: tcache,\n"
+      "fastbins, other; top chunks), mmapped chunks, thread stacks (touched pages), the program's own\n"
+      "anonymous mappings, code, module data, mapped files, shared memory, heapsnap's own memory (subtract\n"
+      "it for the program untraced), other.\n"
       "Then it diagnoses, with numbers: fragmentation (free memory in the arenas against live), memory\n"
       "freed but not returned (what malloc_trim(0) or a lower M_TRIM_THRESHOLD would give back), too many\n"
       "arenas for the threads (what MALLOC_ARENA_MAX would save), stacks much bigger than used.\n"

@@ -14,10 +14,14 @@
  *   skew      a snapshot asked for (heapsnap_snapshot), then, once its child has forked and before
  *             it reads smaps (the test hook HEAPSNAP_TEST_CHILD_HANDSHAKE=DIR), 128 MiB mapped
  *             before the fork and 64 MiB mapped after it are touched: none of it is the snapshot's
+ *   hugetlb   a private and a shared MAP_HUGETLB mapping of one huge page each, written: not in
+ *             VmRSS (nor in smaps' Rss); "hugetlb_unavailable ERRNO" when the system has no huge
+ *             pages to give (/proc/sys/vm/nr_hugepages), for the test to skip
  * A second argument "wait": after the situation is made, wait for a byte (or EOF) on stdin before
  * returning, so that a test can let the writer tick as often as it needs without a sleep.
  * Threads stay blocked on a pipe while main returns: the exit snapshot sees them. Every page the
  * test counts on is written (no THP or zero-page assumption). */
+#include <errno.h>
 #include <fcntl.h>
 #include <malloc.h>
 #include <pthread.h>
@@ -133,6 +137,30 @@ static int skew(long page) {
   return 0;
 }
 
+/* --- hugetlb ------------------------------------------------------------------------------- */
+static int hugetlb(void) {
+  size_t huge = 0;
+  FILE *f = fopen("/proc/meminfo", "r");
+  char line[256];
+  while (f && fgets(line, sizeof(line), f))
+    if (sscanf(line, "Hugepagesize: %zu kB", &huge) == 1) huge <<= 10;
+  if (f) fclose(f);
+  if (!huge) {
+    printf("hugetlb_unavailable 0\n");
+    return 0;
+  }
+  char *p = mmap(NULL, huge, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_HUGETLB, -1, 0);
+  char *s = p == MAP_FAILED ? MAP_FAILED : mmap(NULL, huge, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS | MAP_HUGETLB, -1, 0);
+  if (p == MAP_FAILED || s == MAP_FAILED) {
+    printf("hugetlb_unavailable %d\n", errno);
+    return 0;
+  }
+  memset(p, 1, huge);  /* (a huge page that cannot be had now is SIGBUS: the reservation at mmap says it can) */
+  memset(s, 1, huge);
+  printf("hugetlb_bytes %zu\n", 2 * huge);
+  return 0;
+}
+
 int main(int argc, char **argv) {
   const char *mode = argc > 1 ? argv[1] : "";
   if (pipe(g_block) != 0) return 2;
@@ -169,6 +197,8 @@ int main(int argc, char **argv) {
     printf("threads %d\n", kStackThreads);
     printf("stack_size %u\n", kStackSize);
     printf("stack_touched %u\n", kStackTouch);
+  } else if (strcmp(mode, "hugetlb") == 0) {
+    if (hugetlb() != 0) return 2;
   } else if (strcmp(mode, "mmaps") == 0) {
     size_t whole = 48u << 20, part = 32u << 20, touched = 0;
     char *a = mmap(NULL, whole, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);

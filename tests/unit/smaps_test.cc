@@ -1,5 +1,6 @@
 // The RSS breakdown's pure half (preload/src/snapshot/smaps.h) on a fixed smaps text: the parser,
 // each mapping's own kind, and distribute(), whose parts must always add up to the mapping's Rss.
+#include "snapshot/image_scan.h"
 #include "snapshot/smaps.h"
 
 #include <doctest/doctest.h>
@@ -245,6 +246,31 @@ TEST_CASE("smaps: VmFlags' dc and wf (MADV_DONTFORK, MADV_WIPEONFORK), and no ot
   CHECK((e[0].dont_fork && !e[0].wipe_on_fork));
   CHECK((!e[1].dont_fork && e[1].wipe_on_fork));
   CHECK((!e[2].dont_fork && !e[2].wipe_on_fork));
+}
+
+TEST_CASE("smaps: KernelPageSize above 4 kB is a hugetlb mapping (its pages not in Rss); a THP mapping's is 4 kB") {
+  const char text[] =
+      "7f0000000000-7f0000400000 rw-p 00000000 00:0f 1234                       /anon_hugepage (deleted)\n"
+      "Rss:                   0 kB\n"
+      "KernelPageSize:     2048 kB\n"
+      "Private_Hugetlb:    4096 kB\n"
+      "7f0000400000-7f0000800000 rw-p 00000000 00:00 0 \n"
+      "Rss:                4096 kB\n"
+      "AnonHugePages:      4096 kB\n"
+      "KernelPageSize:        4 kB\n";
+  SmapsEntry e[2];
+  REQUIRE(parse_smaps(text, sizeof(text) - 1, e, 2) == 2);
+  CHECK(e[0].hugetlb);
+  CHECK(e[0].rss == 0);
+  CHECK(!e[1].hugetlb);
+  // The child's own PAGEMAP_SCAN counted the huge pages: the program's smaps says they are no Rss.
+  SmapsEntry own = e[0];
+  own.rss = own.anonymous = 4u << 20;
+  own.hugetlb = false;
+  take_split(&own, 1, e, 2);
+  CHECK(own.hugetlb);
+  CHECK(own.rss == 0);
+  CHECK(own.anonymous == 0);
 }
 
 TEST_CASE("smaps: the tracer's named mappings are heapsnap's, a program's of the same name is not") {

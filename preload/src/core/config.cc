@@ -153,6 +153,9 @@ bool read_config() {
     strcpy(config.test_child_handshake, s);
   const char *tick_hook = getenv("HEAPSNAP_TEST_TICK_IN_SNAPSHOT_APPEND");
   config.test_tick_in_snapshot_append = tick_hook && strcmp(tick_hook, "1") == 0;
+  const char *no_scan = getenv("HEAPSNAP_TEST_NO_PAGEMAP_SCAN"), *refuse_guard = getenv("HEAPSNAP_TEST_REFUSE_SCAN_GUARD");
+  config.test_no_pagemap_scan = no_scan && strcmp(no_scan, "1") == 0;
+  config.test_refuse_scan_guard = refuse_guard && strcmp(refuse_guard, "1") == 0;
   // The snapshot child's scan threads (snapshot/child_threads.h); 1 scans on one thread as before.
   config.snapshot_threads = 0;
   if (const char *s = getenv("HEAPSNAP_SNAPSHOT_THREADS")) {

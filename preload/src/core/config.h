@@ -30,6 +30,11 @@ struct Config {
   // runs, and the flush lock is not this thread's). That interleaving, forced, is what corrupted
   // captures under load when nothing held the writer off.
   bool test_tick_in_snapshot_append;
+  // HEAPSNAP_TEST_NO_PAGEMAP_SCAN=1 and HEAPSNAP_TEST_REFUSE_SCAN_GUARD=1, test hooks
+  // (tests/integration/memory_cases.py, fallbacks): the snapshot child's PAGEMAP_SCAN reads fail as
+  // on a kernel before 6.7 (it reads smaps instead), or refuse PAGE_IS_GUARD as 6.7-6.13 do (it
+  // asks again without it): paths this kernel may never take (snapshot/image_scan.h).
+  bool test_no_pagemap_scan, test_refuse_scan_guard;
 
   // HEAPSNAP_SNAPSHOT: comma-separated triggers, e.g. "exit,main,peak:5,growth:10%,signal:USR2,every:30,heap:2G,
   // rss:3G,max:5,contents". Any trigger turns on the full live-block table (see info_shadow.h).

@@ -1,15 +1,17 @@
 // The SnapshotMemory record (child_memory.h): the program's RSS split into parts that add up to
 // it, at the fork: each anonymous mapping's Rss from the child's own page tables (PAGEMAP_SCAN,
 // image_scan.h, else its /proc/self/smaps: they are the fork's copy; the program runs on and its
-// own smaps, read later, would mix the two moments), each file mapping's from the program's /proc/PID/smaps (fork does not copy the
-// page tables of file mappings the program never wrote: see smaps.h, merge_fork_image); the child then
+// own figures, read later, would mix the two moments), each file mapping's from the program's (its
+// maps and pagemap, else its smaps: fork does not copy the page tables of file mappings the program
+// never wrote; see smaps.h, merge_fork_image); the child then
 // claims, in its copy, what it knows of each anonymous mapping, in order of precedence:
 // heapsnap's own memory, thread stacks, glibc's mmapped chunks, modules' .bss, and the arenas
 // chunk by chunk. What no claim takes is the mapping's own kind (smaps.h, base_kind).
 //
-// Residency is taken (memory_begin) before the child reads any of the program's memory or the
-// tracer's tables: a read of a page never touched maps the zero page in the child, which mincore
-// counts as resident (smaps does not). HEAPSNAP_DEBUG=1 prints the mappings where the two views differ.
+// Residency is taken (memory_begin: by the same PAGEMAP_SCAN as the child's own figures, else by
+// mincore) before the child reads any of the program's memory or the tracer's tables: a read of a
+// page never touched maps the zero page in the child, which mincore counts as resident (smaps does
+// not). HEAPSNAP_DEBUG=1 prints the mappings where the two views differ.
 #include <fcntl.h>
 #include <sys/mman.h>
 #include <unistd.h>
@@ -246,12 +248,26 @@ bool may_split(const Mapping &mp) {
          strncmp(mp.path, "[anon:", 6) == 0;
 }
 
+// scan_image's vectors (image_scan.h, ResidencySink): one for each piece of those mappings that it
+// scans, so that mincore need not walk their page tables a second time.
+uint8_t *scanned_vector(const memory::SmapsEntry &e, void *ctx) {
+  auto &ms = *static_cast<MemoryState *>(ctx);
+  Mapping mp{};
+  memcpy(mp.path, e.path, sizeof(mp.path));
+  const size_t pages = size_t((e.end - e.start) >> ms.m.page_shift);
+  if (!ms.pieces || e.shared || !may_split(mp) || pages > (size_t(1) << 24)) return nullptr;  // (as take_residency)
+  auto *v = static_cast<uint8_t *>(heap::alloc_zeroed(pages + 1));
+  if (v) ms.pieces[ms.npieces++] = {e.start, e.end, v};
+  return v;
+}
+
 // mincore's vectors of those mappings, but for the child's arena [skip_lo, skip_hi) (the kernel
-// may have merged a neighbour with it: the rest of that mapping is a piece of its own).
+// may have merged a neighbour with it: the rest of that mapping is a piece of its own), where
+// scan_image gave none.
 void take_residency(const Child &c, MemoryState &ms, uint64_t skip_lo, uint64_t skip_hi) {
-  ms.pieces = static_cast<Residency *>(heap::alloc((size_t(c.nmaps) * 2 + 1) * sizeof(Residency)));
   if (!ms.pieces) return;
   const uint64_t page = ms.m.page;
+  const size_t scanned = ms.npieces;
   for (long i = 0; i < c.nmaps; ++i) {
     const Mapping &mp = c.maps[i];
     if (!may_split(mp)) continue;
@@ -261,11 +277,15 @@ void take_residency(const Child &c, MemoryState &ms, uint64_t skip_lo, uint64_t 
       if (cut[1] <= cut[0]) continue;
       const size_t pages = size_t((cut[1] - cut[0]) / page);
       if (pages > (size_t(1) << 24)) continue;  // (as Meter::init: not split)
+      const Residency *have = std::lower_bound(ms.pieces, ms.pieces + scanned, cut[0], [](const Residency &r, uint64_t v) { return r.lo < v; });
+      if (have != ms.pieces + scanned && have->lo == cut[0] && have->hi == cut[1]) continue;
       auto *v = static_cast<uint8_t *>(heap::alloc(pages + 1));
       if (v && mincore(reinterpret_cast<void *>(cut[0]), cut[1] - cut[0], v) != 0) v = nullptr;
       ms.pieces[ms.npieces++] = {cut[0], cut[1], v};
     }
   }
+  if (ms.npieces > scanned)
+    std::sort(ms.pieces, ms.pieces + ms.npieces, [](const Residency &a, const Residency &b) { return a.lo < b.lo; });
 }
 
 // Meter::init's lookup of those vectors: the one that holds [lo, hi), from lo's page.
@@ -286,19 +306,27 @@ void memory_begin(Child &c, uint64_t arena_lo, uint64_t arena_hi) {
   ms->n = -1;
   // The child's own figures first: the fork's page tables of the program's anonymous memory (see
   // smaps.h, merge_fork_image), before the child reads anything: by PAGEMAP_SCAN (image_scan.h),
-  // else from its /proc/self/smaps. Then the program's smaps, beside the enumeration (read_program).
+  // else from its /proc/self/smaps. Then the program's figures, beside the enumeration (read_program).
+  memory::g_scan_hooks = {config.test_no_pagemap_scan, config.test_refuse_scan_guard};
   const size_t own_cap = size_t(c.nmaps) + 2;
   ms->own = static_cast<memory::SmapsEntry *>(heap::alloc(own_cap * sizeof(memory::SmapsEntry)));
   auto *regions = static_cast<memory::PageRegion *>(heap::alloc(memory::kScanRegions * sizeof(memory::PageRegion)));
-  ms->n_own = ms->own && regions ? memory::scan_image(c.maps, c.nmaps, arena_lo, arena_hi, ms->own, own_cap, regions) : -1;
-  ms->own_scanned = ms->n_own >= 0;
-  if (!ms->own_scanned) ms->own = read_smaps("/proc/self/smaps", &ms->n_own);
-  ms->lap(MemoryState::kOwnSmaps);
   ms->m.set_page();
+  ms->pieces = static_cast<Residency *>(heap::alloc((size_t(c.nmaps) * 2 + 1) * sizeof(Residency)));
+  const memory::ResidencySink sink = {scanned_vector, ms, ms->m.page_shift};
+  ms->n_own = ms->own && regions ? memory::scan_image(c.maps, c.nmaps, arena_lo, arena_hi, ms->own, own_cap, regions, &sink) : -1;
+  ms->own_scanned = ms->n_own >= 0;
+  if (!ms->own_scanned) {
+    ms->own = read_smaps("/proc/self/smaps", &ms->n_own);
+    ms->npieces = 0;  // (a scan that failed part of the way: mincore's vectors of every piece)
+  }
+  ms->lap(MemoryState::kOwnSmaps);
   take_residency(c, *ms, arena_lo, arena_hi);
   ms->lap(MemoryState::kMincore);
   snprintf(ms->program_path, sizeof(ms->program_path), "/proc/%lu/smaps", (unsigned long)c.main_tid);
   snprintf(ms->status_path, sizeof(ms->status_path), "/proc/%lu/status", (unsigned long)c.main_tid);
+  snprintf(ms->maps_path, sizeof(ms->maps_path), "/proc/%lu/maps", (unsigned long)c.main_tid);
+  snprintf(ms->pagemap_path, sizeof(ms->pagemap_path), "/proc/%lu/pagemap", (unsigned long)c.main_tid);
   // (HEAPSNAP_SNAPSHOT_THREADS=1: the child runs on one thread, this read too.)
   if (threads::wanted() <= 1 || !threads::start(ms->worker, read_program, ms)) read_program(ms);
   ms->ns = mono_ns() - ms->t0;
@@ -313,12 +341,20 @@ void write_memory(Child &c, const regs::Result &rr, uint64_t arena_lo, uint64_t 
   threads::join(ms.worker);
   ms.lap(MemoryState::kWait);
   if (ms.own && ms.program) {
-    if (ms.own_scanned) memory::take_split(ms.own, ms.n_own, ms.program, ms.n_program);
+    if (ms.own_scanned && !ms.program_scanned) memory::take_split(ms.own, ms.n_own, ms.program, ms.n_program);
     const size_t cap = size_t(ms.n_own + ms.n_program + 2);
     ms.entries = static_cast<memory::SmapsEntry *>(heap::alloc(cap * sizeof(memory::SmapsEntry)));
     if (ms.entries)
       ms.n = memory::merge_fork_image(ms.own, ms.n_own, ms.program, ms.n_program, arena_lo, arena_hi, resident_at_begin,
                                       &ms, ms.entries, cap, &ms.changed);
+  }
+  if (ms.n > 0 && ms.program_scanned) {
+    // Without the program's anonymous figures, what changed since the fork is known in sum only:
+    // VmRSS, read after the fork, against the fork image's Rss (scan_program found no mapping of
+    // the program's with pages the image lacks, so the two count the same mappings).
+    uint64_t image = 0;
+    for (long i = 0; i < ms.n; ++i) image += ms.entries[i].rss;
+    ms.changed = ms.status_rss > image ? ms.status_rss - image : image - ms.status_rss;
   }
   if (ms.n > 0 && !ms.m.init(ms.entries, ms.n, taken_vector, &ms)) ms.n = 0;
   ms.lap(MemoryState::kMerge);
@@ -485,14 +521,18 @@ void write_memory(Child &c, const regs::Result &rr, uint64_t arena_lo, uint64_t 
 
   ms.lap(MemoryState::kTally);
   if (config.debug) {
-    static const char *const kStep[MemoryState::kSteps] = {"own figures", "program smaps (worker)", "mincore",
+    static const char *const kStep[MemoryState::kSteps] = {"own figures", "program figures (worker)",
+                                                           "program figures cpu (worker)", "mincore (others)",
                                                            "wait for the worker", "merge", "claims", "arenas",
                                                            "mmapped chunks", "tally"};
-    char msg[512];
+    char msg[768];
     size_t len = size_t(snprintf(msg, sizeof(msg), "heapsnap: memory breakdown, ms:"));
     for (int q = 0; q < MemoryState::kSteps && len < sizeof(msg); ++q)
       len += size_t(snprintf(msg + len, sizeof(msg) - len, " %s %.1f", kStep[q], double(ms.step_ns[q]) / 1e6));
-    if (len < sizeof(msg)) len += size_t(snprintf(msg + len, sizeof(msg) - len, "\n"));
+    if (len < sizeof(msg))
+      len += size_t(snprintf(msg + len, sizeof(msg) - len, "; own figures from %s, the program's from %s%s\n",
+                             ms.own_scanned ? "pagemap" : "smaps", ms.program_source,
+                             ms.own_scanned && !memory::scan_takes_guard() ? " (PAGE_IS_GUARD refused: scans without it)" : ""));
     (void)!write(2, msg, len < sizeof(msg) ? len : sizeof(msg) - 1);
   }
 

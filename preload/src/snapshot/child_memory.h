@@ -1,5 +1,5 @@
 // The RSS breakdown of a snapshot (issue 32), shared by its two halves in the snapshot child:
-//   child_memory.cc  reads the program's /proc/PID/smaps, claims what it knows (heapsnap's own
+//   child_memory.cc  reads the program's mappings and their Rss, claims what it knows (heapsnap's own
 //                    memory, thread stacks, mmapped chunks, .bss), writes the SnapshotMemory record
 //   child_arenas.cc  walks glibc's arenas chunk by chunk and claims each chunk's bytes by kind
 // A claim counts the bytes of a range that are resident in the child's copy of the program
@@ -21,7 +21,7 @@ struct Meter {
   memory::SmapsEntry *e = nullptr;
   long n = 0;
   uint64_t page = 4096;
-  uint8_t **vec = nullptr;                   // per mapping: mincore's vector, made on first use
+  uint8_t **vec = nullptr;                   // per mapping: its residency (memory_begin's, or mincore's)
   bool *vec_failed = nullptr;                // mincore failed (a mapping made after the fork)
   bool *full = nullptr;                      // every page of the mapping resident (by mincore)
   uint64_t (*res)[memory::kKinds] = nullptr;  // per mapping: resident bytes claimed, by kind
@@ -99,19 +99,21 @@ uint64_t find_main_state(Child &c, uint64_t top);
 // heaps[0..*nheaps) (room for heaps_cap), address-ordered: blocks outside them are no arena's.
 uint32_t walk_arenas(Child &c, Meter &m, ArenaFigures *out, uint32_t cap, Range *heaps, size_t *nheaps, size_t heaps_cap);
 
-// mincore's vector of one piece of the child's own anonymous mappings (memory_begin).
+// The resident pages of one piece of the child's own anonymous mappings (memory_begin), a byte per
+// page as mincore gives them: from the PAGEMAP_SCAN of its own figures (Rss pages: present, not the
+// zero page), else (no PAGEMAP_SCAN, shared mappings) from mincore.
 struct Residency {
   uint64_t lo, hi;
   uint8_t *vec;  // null: mincore failed
 };
 
-// child_memory.cc, in two phases around the blocks' enumeration. memory_begin takes mincore's
-// vectors of the child's anonymous mappings before the child reads any of the program's memory
-// (a read of a page the program never touched maps the zero page in the child, which mincore
-// would count: the shadow's untouched pages, read by the enumeration, did) and reads the child's
-// own smaps (the fork moment's anonymous memory), then starts the reads of the program's smaps
-// (its file mappings) and VmRSS on a worker thread (child_threads.h, Background), beside the
-// enumeration. write_memory joins it, merges the two views, claims, walks the arenas and writes
+// child_memory.cc, in two phases around the blocks' enumeration. memory_begin takes the child's
+// own figures (the fork moment's anonymous memory) and the residency of its anonymous mappings
+// before the child reads any of the program's memory (a read of a page the program never touched
+// maps the zero page in the child, which mincore would count: the shadow's untouched pages, read by
+// the enumeration, did), then starts the reads of the program's figures (its file mappings:
+// child_proc.cc, read_program) and VmRSS on a worker thread (child_threads.h, Background), beside
+// the enumeration. write_memory joins it, merges the two views, claims, walks the arenas and writes
 // the SnapshotMemory record (before the blocks; no block list is changed).
 struct MemoryState {
   memory::SmapsEntry *entries;  // the fork image's mappings (smaps.h, merge_fork_image)
@@ -119,17 +121,23 @@ struct MemoryState {
   uint64_t changed;  // the program's anonymous memory changed since the fork (left out)
   uint64_t status_rss;
   uint64_t t0, ns;  // the breakdown's own time on the child's main thread (both phases)
-  // The worker's reads: both smaps parsed (null: not read), their counts, the program's files.
+  // The worker's reads: the child's own figures and the program's (null: not read), their counts, the program's files.
   memory::SmapsEntry *own, *program;
   long n_own, n_program;
   bool own_scanned;  // own came from PAGEMAP_SCAN (image_scan.h), not from /proc/self/smaps
-  char program_path[64], status_path[64];
+  // program came from its maps and pagemap (image_scan.h, scan_program), not its smaps: no
+  // shared/private split, no VmFlags, and its private anonymous mappings without figures.
+  bool program_scanned;
+  const char *program_source;  // which, and why not the pagemap (HEAPSNAP_DEBUG=1)
+  char program_path[64], maps_path[64], pagemap_path[64], status_path[64];
   threads::Background worker;
   Residency *pieces;  // address-ordered
   size_t npieces;
   // HEAPSNAP_DEBUG=1: where that time goes (kSteps, printed at the end of write_memory). The
-  // program's smaps is the worker's; "wait" is how long write_memory waited for it to end.
-  enum Step { kOwnSmaps, kProgramSmaps, kMincore, kWait, kMerge, kClaims, kArenas, kMmapped, kTally, kSteps };
+  // program's figures are the worker's (wall, and its CPU: the worker runs beside the enumeration, so
+  // its wall time hides in the enumeration's and only its CPU is the cost); "wait" is how long
+  // write_memory waited for it to end.
+  enum Step { kOwnSmaps, kProgramSmaps, kProgramCpu, kMincore, kWait, kMerge, kClaims, kArenas, kMmapped, kTally, kSteps };
   uint64_t step_ns[kSteps];
   uint64_t lap_at;
   void lap(Step s) {
@@ -139,9 +147,10 @@ struct MemoryState {
   }
   Meter m;
 };
-// child_proc.cc: an smaps file parsed into the child's arena (null when it cannot be read or
-// parsed); the worker's reads of the program's smaps and VmRSS into a MemoryState (arg).
-memory::SmapsEntry *read_smaps(const char *path, long *n);
+// child_proc.cc: an smaps file (or a maps file: its lines are smaps' headers) parsed into the
+// child's arena (null when it cannot be read or parsed); the worker's reads of the program's
+// figures and VmRSS into a MemoryState (arg).
+memory::SmapsEntry *read_smaps(const char *path, long *n, bool maps = false);
 void read_program(void *arg);
 
 void memory_begin(Child &c, uint64_t arena_lo, uint64_t arena_hi);

@@ -11,6 +11,7 @@
 #include "core/common.h"
 #include "core/config.h"
 #include "core/private_heap.h"
+#include "core/raw_syscall.h"
 
 namespace hs::snapshot::child::threads {
 namespace {
@@ -18,13 +19,8 @@ namespace {
 static_assert(sizeof(std::atomic<uint32_t>) == 4, "a futex word");
 
 #if defined(__x86_64__)
-// A system call that writes no errno (see child_threads.h: a worker shares its starter's TLS).
-HS_INLINE long raw(long n, long a = 0, long b = 0, long c = 0, long d = 0) {
-  long ret;
-  register long r10 asm("r10") = d;
-  asm volatile("syscall" : "=a"(ret) : "a"(n), "D"(a), "S"(b), "d"(c), "r"(r10) : "rcx", "r11", "memory");
-  return ret;
-}
+// (see child_threads.h: a worker shares its starter's TLS)
+HS_INLINE long raw(long n, long a = 0, long b = 0, long c = 0, long d = 0) { return hs::raw_syscall(n, a, b, c, d); }
 
 // A worker's stack: its frames are the scan loop's and, at worst, the fault handler's.
 constexpr size_t kStackBytes = size_t(256) << 10, kGuardBytes = 4096;
@@ -77,13 +73,7 @@ void wake_all(const std::atomic<uint32_t> &word) {
 #endif
 }
 
-long raw_syscall(long n, long a, long b, long c, long d) {
-#if defined(__x86_64__)
-  return raw(n, a, b, c, d);
-#else
-  return syscall(n, a, b, c, d);
-#endif
-}
+long raw_syscall(long n, long a, long b, long c, long d) { return hs::raw_syscall(n, a, b, c, d); }
 
 namespace {
 #if defined(__x86_64__)

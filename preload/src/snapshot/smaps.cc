@@ -83,6 +83,7 @@ long parse_smaps(const char *text, size_t n, SmapsEntry *out, size_t cap) {
       else if (starts(p, eol, "Shared_Clean:", 13) || starts(p, eol, "Shared_Dirty:", 13)) cur->shared_bytes += kb_value(p + 13, eol);
       else if (starts(p, eol, "Private_Clean:", 14) || starts(p, eol, "Private_Dirty:", 14)) cur->private_bytes += kb_value(p + 14, eol);
       else if (starts(p, eol, "Swap:", 5)) cur->swap = kb_value(p + 5, eol);
+      else if (starts(p, eol, "KernelPageSize:", 15)) cur->hugetlb = kb_value(p + 15, eol) > 4096;
       else if (starts(p, eol, "VmFlags:", 8)) {
         for (const char *f = p + 8; f + 2 <= eol; ++f)
           if (f[-1] == ' ' && (f + 2 == eol || f[2] == ' ')) {

@@ -38,6 +38,8 @@ struct SmapsEntry {
   uint64_t rss, anonymous, shared_bytes, private_bytes, swap;
   // VmFlags: dc (MADV_DONTFORK: not in a forked child), wf (MADV_WIPEONFORK: empty in it).
   bool dont_fork, wipe_on_fork;
+  // KernelPageSize above 4 kB: hugetlb pages, which smaps (and VmRSS) leave out of Rss.
+  bool hugetlb;
 };
 
 // Parses smaps text [text, text+n) into out[0..cap). Returns the number of entries, or -1 when

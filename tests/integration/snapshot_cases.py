@@ -649,6 +649,20 @@ def case_incomplete_chosen(a):
     check(q.returncode != 0 and "no complete snapshot" in q.stderr, "no index: no complete snapshot to choose (%s)" % q.stderr.strip())
 
 
+def case_child_error(a):
+    """A snapshot child that ends with an error of its own (its end record says which, exit 4):
+    the snapshot is listed once, incomplete, with the child's reason; the parent used to add a
+    second end record of its own ("failed (status 4)")."""
+    r, path = record(a, "child_error", [edges(a), "big_array"], ["--snapshot-at-exit"],
+                     env={"HEAPSNAP_TEST_CHILD_ERROR": "1"})
+    check(r.returncode == 0, "the program exits 0 (%s)" % r.stderr)
+    snaps = hsnap_json(a, "snapshots", "--json", path)["snapshots"]
+    check(len(snaps) == 1 and not snaps[0]["complete"], "one snapshot, incomplete (%s)" % snaps)
+    t = run([a.heapsnap, "snapshots", path])
+    check(t.stdout.count("the child's own error") == 1 and "status 4" not in t.stdout,
+          "its reason is the child's, said once (%s)" % t.stdout.strip())
+
+
 def case_big_array(a):
     """A block holding 100,000 pointers: every one is an edge (a cap of 4096 edges per block made
     95,904 reachable blocks 'definitely lost')."""

@@ -151,6 +151,8 @@ bool read_config() {
   config.test_child_handshake[0] = 0;
   if (const char *s = getenv("HEAPSNAP_TEST_CHILD_HANDSHAKE"); s && strlen(s) < sizeof(config.test_child_handshake) - 16)
     strcpy(config.test_child_handshake, s);
+  const char *child_error = getenv("HEAPSNAP_TEST_CHILD_ERROR");
+  config.test_child_error = child_error && strcmp(child_error, "1") == 0;
   const char *tick_hook = getenv("HEAPSNAP_TEST_TICK_IN_SNAPSHOT_APPEND");
   config.test_tick_in_snapshot_append = tick_hook && strcmp(tick_hook, "1") == 0;
   const char *no_scan = getenv("HEAPSNAP_TEST_NO_PAGEMAP_SCAN"), *refuse_guard = getenv("HEAPSNAP_TEST_REFUSE_SCAN_GUARD");

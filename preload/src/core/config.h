@@ -24,6 +24,10 @@ struct Config {
   // snapshot child creates DIR/forked, then waits for DIR/go (at most 30 s) before it reads the
   // program's smaps, so that a test program can change its memory between the fork and the read.
   char test_child_handshake[256];
+  // HEAPSNAP_TEST_CHILD_ERROR=1, a test hook (tests/integration/snapshot_cases.py, child_error):
+  // each snapshot child ends with an error of its own, said in its end record (exit 4), as a
+  // child out of memory would.
+  bool test_child_error;
   // HEAPSNAP_TEST_TICK_IN_SNAPSHOT_APPEND=1, a test hook (tests/integration/roots_cases.py,
   // before_destructors_tick): a thread that has reaped a snapshot child waits, before it appends
   // the child's file, for two whole ticks of the writer thread, if the writer can tick then (it

@@ -194,6 +194,7 @@ uint64_t wait_for_go(int fd, uint64_t program_pid) {
   scan_registers(c, *a.regs);
   ph.mark("roots");
   uint64_t scan_ns = mono_ns() - c.t0;
+  if (config.test_child_error && !c.error) c.error = "test: the child's own error (HEAPSNAP_TEST_CHILD_ERROR)";
 
   wire::RecordMark m = wire::begin_record(c.out, wire::kSnapshotEnd);
   c.out.u64(1, c.index);
@@ -213,10 +214,16 @@ uint64_t wait_for_go(int fd, uint64_t program_pid) {
   timespec cpu;  // (the child's threads together: a figure a loaded machine does not inflate as it does wall time)
   if (clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &cpu) == 0) c.out.u64(15, uint64_t(cpu.tv_sec) * 1000000000ull + uint64_t(cpu.tv_nsec));
   wire::end_record(c.out, m);
+  // Exit 4 says the end record, which names the error, is in the file (the parent then adds none
+  // of its own: snapshot.cc, finish); 5 that it could not be written either.
+  const char *error = c.error;
+  c.error = nullptr;
   flush_frame(c, true);
+  const bool end_written = c.error == nullptr;
+  if (!error) error = c.error;
   ph.mark("end");
   if (config.debug) ph.print(c.t0, c.scan_threads);
-  child_exit(c.error ? 4 : 0);
+  child_exit(!error ? 0 : end_written ? 4 : 5);
 }
 
 }  // namespace hs::snapshot::child

@@ -522,6 +522,32 @@ void append_growth() {
   g_growth.configure(0, 0, 2);  // appended once
 }
 
+// Why a snapshot child's end was not a complete file, from its exit status (child_main.cc's
+// codes), or (status -1) from waitpid's errno: ECHILD when the program reaped it itself (a
+// waitpid(-1) or SIGCHLD ignored), which the status 0 of a failed wait used to call "failed
+// (status 0)".
+constexpr int kChildSaidWhy = 4;
+void child_failure_reason(int status, int wait_errno, char *why, size_t cap) {
+  if (status < 0)
+    snprintf(why, cap, wait_errno == ECHILD ? "snapshot child lost: the program reaped it (waitpid: ECHILD)"
+                                            : "snapshot child lost: waitpid failed (errno %d)",
+             wait_errno);  // (no strerror: it may translate, and allocate, in the program's locale)
+  else if (WIFSIGNALED(status))
+    snprintf(why, cap, "snapshot child killed by signal %d", WTERMSIG(status));
+  else if (WIFEXITED(status) && WEXITSTATUS(status) == 2)
+    snprintf(why, cap, "snapshot child out of memory (its arena or the block list)");
+  else if (WIFEXITED(status) && WEXITSTATUS(status) == 5)
+    snprintf(why, cap, "snapshot child could not write its file");
+  else if (WIFEXITED(status) && WEXITSTATUS(status) == 3)
+    snprintf(why, cap, "snapshot child cannot read /proc/self/maps");
+  else if (WIFEXITED(status) && WEXITSTATUS(status) > 100)
+    snprintf(why, cap, "snapshot child crashed (signal %d)", WEXITSTATUS(status) - 100);
+  else if (WIFEXITED(status) && WEXITSTATUS(status) == 0)
+    snprintf(why, cap, "snapshot child's file could not be appended to the capture");
+  else
+    snprintf(why, cap, "snapshot child failed (exit status %d)", WIFEXITED(status) ? WEXITSTATUS(status) : -1);
+}
+
 // Appends the child's file to the capture once it has exited. Returns true when nothing is
 // pending any more.
 bool finish(bool block) {
@@ -546,11 +572,15 @@ bool finish(bool block) {
     g_child = 0;
     return true;
   }
-  if (!writer_append_file(g_child_path) || !ok) {
-    char why[96];
-    if (r == g_child && WIFSIGNALED(status)) snprintf(why, sizeof(why), "snapshot child killed by signal %d", WTERMSIG(status));
-    else snprintf(why, sizeof(why), "snapshot child failed (status %d)", WIFEXITED(status) ? WEXITSTATUS(status) : -1);
-    if (!ok) append_failure(g_child_index, why);
+  const int wait_errno = r < 0 ? errno : 0;
+  const bool appended = writer_append_file(g_child_path);
+  // Exit 4: the child ended its file with a SnapshotEnd that says why (c.error): appended, that is
+  // the snapshot's one end record; a second one here made `snapshots` list the failure twice.
+  const bool said = appended && r == g_child && WIFEXITED(status) && WEXITSTATUS(status) == kChildSaidWhy;
+  if ((!ok || !appended) && !said) {
+    char why[128];
+    child_failure_reason(r == g_child ? status : -1, wait_errno, why, sizeof(why));
+    append_failure(g_child_index, why);
   }
   unlink(g_child_path);
   g_child = 0;

@@ -53,3 +53,13 @@ TEST_CASE("a record's parts add up to its RSS, whatever the figures") {
   p = replay::rss_parts_of(t);
   CHECK(p.heap + p.heapsnap + p.other_anon + p.file == p.rss);
 }
+
+TEST_CASE("rollup_gap_ticks: the RSS reads take at most 0.5% of a core, at least every min_ticks") {
+  // Default settings (100 ms ticks, every 10th): a cheap read keeps the 10.
+  CHECK(hs::rollup_gap_ticks(200000, 100, 10) == 10);      // 0.2 ms: 150 MiB resident
+  CHECK(hs::rollup_gap_ticks(5000000, 100, 10) == 10);     // 5 ms: 200 x 5 ms = 1 s = 10 ticks
+  CHECK(hs::rollup_gap_ticks(13400000, 100, 10) == 26);    // 1 GiB resident: 2.68 s
+  CHECK(hs::rollup_gap_ticks(1000000000, 100, 10) == 600); // bounded: a minute
+  CHECK(hs::rollup_gap_ticks(0, 100, 0) == 1);             // (never 0: the next tick at the soonest)
+  CHECK(hs::rollup_gap_ticks(1000000, 1, 1) == 200);       // 1 ms ticks
+}

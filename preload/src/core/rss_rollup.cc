@@ -54,4 +54,13 @@ void read_rss_rollup(TotalsView *t) {
   t->has_rollup = true;
 }
 
+uint32_t rollup_gap_ticks(uint64_t cpu_ns, uint32_t flush_ms, uint32_t min_ticks) {
+  const uint64_t tick_ns = uint64_t(flush_ms ? flush_ms : 1) * 1000000ull;
+  uint64_t gap = cpu_ns * 200 / tick_ns;
+  if (gap < min_ticks) gap = min_ticks;
+  if (gap < 1) gap = 1;
+  if (gap > 600) gap = 600;  // (a minute at the default tick: the timeline keeps a series)
+  return uint32_t(gap);
+}
+
 }  // namespace hs

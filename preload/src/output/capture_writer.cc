@@ -94,14 +94,35 @@ TotalsView append_totals_record(bool rollup) {
 // The writer's ticks since the start (under g_flush_mutex): one in config.rss_parts_ticks reads
 // the RSS parts, the first tick included; so does every flush outside the ticks (the last one at
 // exit, an explicit flush), so that a run shorter than a tick has one too.
+// The read's cost grows with the RSS: rollup_gap_ticks (rss_rollup.h) spaces the reads by it.
 uint32_t g_ticks = 0;
+uint32_t g_next_rollup_tick = 0;
+
+uint64_t thread_cpu_now_ns() {
+  timespec ts;
+  if (clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts) != 0) return 0;
+  return uint64_t(ts.tv_sec) * 1000000000ull + uint64_t(ts.tv_nsec);
+}
+
+// Whether this flush reads the RSS parts (see g_ticks), and the tick after which the next may.
+bool rollup_due(bool tick) {
+  if (!config.rss_parts_ticks) return false;
+  if (!tick) return true;
+  return g_ticks++ >= g_next_rollup_tick;
+}
+void rollup_cost(uint64_t cpu0, uint64_t cpu1) {
+  const uint64_t cost = cpu0 && cpu1 > cpu0 ? cpu1 - cpu0 : 0;
+  g_next_rollup_tick = g_ticks + rollup_gap_ticks(cost, config.flush_ms, config.rss_parts_ticks) - 1;
+}
 
 bool gather_locked(bool with_totals, bool tick) {
   modules::refresh(false);
   for_each_thread(collect_thread, nullptr);
   if (with_totals) {
-    bool rollup = config.rss_parts_ticks && (!tick || g_ticks++ % config.rss_parts_ticks == 0);
+    const bool rollup = rollup_due(tick);
+    const uint64_t cpu0 = rollup && tick ? thread_cpu_now_ns() : 0;
     TotalsView t = append_totals_record(rollup);
+    if (rollup && tick) rollup_cost(cpu0, thread_cpu_now_ns());
     if (tick) snapshot::writer_tick(t.heap > 0 ? uint64_t(t.heap) : 0, t.rss);
   }
   outbox_lock();

@@ -556,10 +556,10 @@ def case_at_peak(a):
             # One rise, one fall: a fork at the fall (forking at every 5% level took about 39).
             check(int(m.group(1)) <= 3, "%s: a fork at the fall, not one per level: %s taken" % (mode, m.group(1)))
         if mode == "dipping_rise":
-            # Dips that leave the heap within the percentage of its highest fork nothing: only the
-            # first steps' (over 5% of the heap) do (17 here; a fork at every dip that followed a
-            # level took 45).
-            check(int(m.group(1)) <= 25, "%s: no fork for a dip within the percentage: %s taken" % (mode, m.group(1)))
+            # Dips that leave the heap within the percentage of its highest, less the folds' slack
+            # (2 x 256 KiB), fork nothing: only the first steps' do, to a heap of about 16 MB (25
+            # here; a fork at every dip that followed a level took 45).
+            check(int(m.group(1)) <= 32, "%s: no fork for a dip within the percentage: %s taken" % (mode, m.group(1)))
     for bad in ("0", "101", "x"):
         q = run([a.heapsnap, "record", "-q", "-o", os.path.join(a.workdir, "bad.hsnap"), "--snapshot-at-peak=" + bad, "--", edges(a), "short_peak"])
         check(q.returncode == 2 and "--snapshot-at-peak '%s'" % bad in q.stderr,

@@ -74,11 +74,11 @@ bool g_peak_due = false;           // crossed, not yet forked
 // Forking at every level on the way up cost a fork, and the copy of the pages the program wrote
 // while each child lived, for each 5% of rise (py: 76 forks). Instead the crossing arms the fall
 // alarm, and the snapshot is forked at the first free that folds a fall (before it counts) deep
-// enough that the next fold could leave the heap more than the percentage under its highest
-// (fall_may_wait, thread_registry.cc: a dip within it forks nothing; dipping_rise 45 forks -> 17,
-// stress 27 -> 10): once per peak, within the percentage of its top, less at most a rise and a fall
-// of the fold room per thread for the other threads, which the writer keeps within the percentage
-// of the level (peak_fold_room). (Frees that fold a fall are
+// enough that the heap, less the folds' slack, could be more than the percentage under its
+// highest (fall_may_wait, thread_registry.cc: a dip within it forks nothing, dipping_rise 45 forks
+// -> 25; several threads have no room left for it): once per peak, at its top less at most a rise
+// and a fall of the fold room per thread, which the writer keeps within the percentage of the
+// level (peak_fold_room). (Frees that fold a fall are
 // the trigger: a heap that falls by realloc alone, or by threads that end, is taken at the end, or
 // at the next free that folds.) Until the fork, every other thread's free that folds a fall waits
 // as well (fall_hold): the threads of a program often free their parts of a peak together, and

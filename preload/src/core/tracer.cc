@@ -1,6 +1,5 @@
 // Start-up, shut-down and fork handling of the tracer.
 #include "core/tracer.h"
-#include "core/block_clock.h"
 
 #include <dlfcn.h>
 #include <link.h>
@@ -214,7 +213,6 @@ __attribute__((constructor)) void heapsnap_start() {
                        block_unit_shift(usable::g_glibc_layout));
   g_pid = getpid();
   g_start_ns = mono_ns();
-  block_clock::init();
   const char *failure = nullptr;
   if (!heap::init()) failure = "cannot load libmimalloc.so.2 (apt-get install libmimalloc2.0)";
   if (!failure) {

@@ -9,7 +9,6 @@
 #include <new>
 
 #include "intercept/real_alloc.h"
-#include "core/block_clock.h"
 #include "tables/call_sites.h"
 #include "core/high_fd.h"
 #include "tables/info_shadow.h"
@@ -44,7 +43,7 @@ HS_NOINLINE void count_nested_alloc(void *p, size_t size) {
 
 // The block's entry in the live-block table (snapshots): its call site and the time now.
 HS_INLINE void record_block_info(void *p, uintptr_t ra) {
-  info::record(p, call_sites::intern(ra), block_clock::stamp());
+  info::record(p, call_sites::intern(ra), uint32_t(coarse_rel_ns() / 1000000));
 }
 
 HS_INLINE void on_alloc(void *p, size_t size, uint8_t fn, uintptr_t ra) {
@@ -151,10 +150,7 @@ HS_NOINLINE void *alloc_fold(void *p) {
 // snapshot that must see it). Everything alloc_fast checked still holds: nothing ran in between.
 // Before it, every allocation of a snapshotting run took on_alloc (and every free on_free):
 // about 170 instructions more per malloc+free pair than without snapshots (bench_fastpath).
-// Its common case makes no call but tail calls (a call site new to this thread's cache, a table
-// leaf not made yet, a clock that is not the TSC, and a fold go to alloc_info_cold or alloc_fold,
-// after nothing or everything is committed), so that it saves no callee-saved register.
-HS_NOINLINE void *alloc_info_cold(void *p, size_t n, uint8_t fn, uintptr_t ra) {
+HS_NOINLINE void *alloc_info(void *p, size_t n, uint8_t fn, uintptr_t ra) {
   ThreadLocal &t = t_local;
   // (find, not find_fast: another thread may have turned the fast paths off since alloc_fast
   // looked, and find_fast would then say nullptr. Leaves are never unmapped.)
@@ -165,18 +161,6 @@ HS_NOINLINE void *alloc_info_cold(void *p, size_t n, uint8_t fn, uintptr_t ra) {
   record_block_info(p, ra);
   account_alloc(t, n);
   return p;
-}
-
-HS_NOINLINE void *alloc_info(void *p, size_t n, uint8_t fn, uintptr_t ra) {
-  ThreadLocal &t = t_local;
-  uint8_t *s = shadow::find(p);  // (find: see alloc_info_cold)
-  const call_sites::CacheEntry &site = call_sites::cached(ra);
-  uint64_t *w = info::slot(p, false);
-  if (HS_UNLIKELY(!s || site.ra != ra || !w || !block_clock::g_tsc)) return alloc_info_cold(p, n, fn, ra);
-  sub_mem(t.countdown, int64_t(n));
-  shadow::set(s, uint8_t(usable::glibc_shadow_base(p) - n));
-  store_word(w, info::encode(site.index, block_clock::tsc_stamp()));
-  return HS_UNLIKELY(count_alloc(t, n)) ? alloc_fold(p) : p;
 }
 
 HS_NOINLINE void free_slow(void *p) {
@@ -311,7 +295,7 @@ HS_NOINLINE void *realloc_after(ThreadLocal &t, void *old, void *q, size_t n, ui
   if (HS_UNLIKELY(info::enabled)) {
     // A moved block keeps its allocation site and time (its identity), not the realloc's.
     if (uint64_t *slot = info::slot(q, true))
-      *slot = old_info ? old_info : info::encode(call_sites::intern(ra), block_clock::stamp());
+      *slot = old_info ? old_info : info::encode(call_sites::intern(ra), uint32_t(coarse_rel_ns() / 1000000));
   }
   account_free(t, old_size);
   account_alloc(t, n);

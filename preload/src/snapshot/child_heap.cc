@@ -10,7 +10,6 @@
 #include <cstdlib>
 #include <cstring>
 
-#include "core/block_clock.h"
 #include "core/own_mappings.h"
 #include "core/private_heap.h"
 #include "snapshot/child_threads.h"
@@ -468,7 +467,7 @@ bool encode_block_record(const Child &c, uint32_t first, uint32_t last, BlockCol
         site_address = call_sites::address(site_index);
       }
       site = site_address;
-      time_ms = block_clock::to_ms(info::stamp_of(e));
+      time_ms = info::time_ms_of(e);
       if (HS_UNLIKELY(c.sampled[i >> 6] >> (i & 63) & 1)) {
         sampled_blocks::Name name{0, 0};
         sampled_blocks::peek(reinterpret_cast<void *>(a), &name);

@@ -1,4 +1,3 @@
-#include "core/block_clock.h"
 #include "snapshot/child.h"
 
 #include <poll.h>
@@ -150,7 +149,6 @@ uint64_t wait_for_go(int fd, uint64_t program_pid) {
   c.holds = static_cast<uint8_t *>(heap::alloc_zeroed(size_t(c.nmaps) + 1));
 
   Phases ph;
-  block_clock::calibrate();  // (the blocks' allocation stamps into milliseconds: block_clock.h)
   ph.mark("maps");
   // The program's smaps and which pages the child's copy holds, before anything here reads the
   // program's memory or the tracer's tables (see child_memory.h).

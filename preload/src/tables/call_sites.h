@@ -20,11 +20,8 @@ uint32_t count();
 
 extern __thread CacheEntry t_cache[kCacheSize] HS_TLS;
 
-// ra's entry in this thread's cache (its ra is another's when ra is not cached).
-HS_INLINE CacheEntry &cached(uint64_t ra) { return t_cache[(ra >> 2) & (kCacheSize - 1)]; }
-
 HS_INLINE uint32_t intern(uint64_t ra) {
-  CacheEntry &c = cached(ra);
+  CacheEntry &c = t_cache[(ra >> 2) & (kCacheSize - 1)];
   if (HS_LIKELY(c.ra == ra)) return c.index;
   uint32_t i = intern_slow(ra);
   c = {ra, i};

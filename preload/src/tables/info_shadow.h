@@ -1,9 +1,8 @@
 // The full live-block table for snapshots: 8 bytes per unit of address space, written at the unit
 // where a block starts when snapshots are enabled: the allocation's call site (an index into
-// call_sites) and its allocation time (a stamp: core/block_clock.h). Together with the byte shadow
-// (which says where blocks start and how big they are) this is every live block, with no hash
-// table and no lock on the allocation path; a freed block needs no update (its byte-shadow entry
-// is cleared).
+// call_sites) and its allocation time. Together with the byte shadow (which says where blocks
+// start and how big they are) this is every live block, with no hash table and no lock on the
+// allocation path; a freed block needs no update (its byte-shadow entry is cleared).
 //
 // The words are a WordMap (word_map.h): a unit is 32 bytes on glibc's chunk layout, else 16.
 //
@@ -42,14 +41,14 @@ void advise_hugepages();
 
 HS_INLINE uint64_t *slot(const void *p, bool create) { return words.word(p, create); }
 
-HS_INLINE uint64_t encode(uint32_t site, uint32_t stamp) {
-  return (uint64_t(stamp | 0x80000000u) << 32) | site;
+HS_INLINE uint64_t encode(uint32_t site, uint32_t time_ms) {
+  return (uint64_t(time_ms | 0x80000000u) << 32) | site;
 }
 HS_INLINE uint32_t site_of(uint64_t e) { return uint32_t(e); }
-HS_INLINE uint32_t stamp_of(uint64_t e) { return uint32_t(e >> 32) & 0x7fffffffu; }
+HS_INLINE uint32_t time_ms_of(uint64_t e) { return uint32_t(e >> 32) & 0x7fffffffu; }
 
-HS_INLINE void record(const void *p, uint32_t site, uint32_t stamp) {
-  if (uint64_t *s = slot(p, true)) *s = encode(site, stamp);
+HS_INLINE void record(const void *p, uint32_t site, uint32_t time_ms) {
+  if (uint64_t *s = slot(p, true)) *s = encode(site, time_ms);
 }
 
 }  // namespace hs::info

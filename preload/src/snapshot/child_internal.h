@@ -1,7 +1,8 @@
 // The snapshot child's internals (snapshot.h): the state of one walk of a frozen copy of the
 // program, and the pieces that share it. Everything here runs in the forked copy: only system
 // calls, the child arena and memory the parent owned at fork time.
-//   child_heap.cc   the blocks (from the byte shadow), pool objects, the block index, block records
+//   child_enumerate.cc  the blocks, from the byte shadow
+//   child_heap.cc   pool objects, the block index, block records
 //   child_scan.cc   pointer edges between blocks, roots (module data, stacks, registers)
 //   child_main.cc   the walk's phases, from the fork to the end record
 #pragma once
@@ -205,7 +206,6 @@ void *zalloc(void *, size_t n);
 void zfree(void *, void *);
 bool is_ours(const Mapping &m);
 bool reserve_blocks(Child &c, uint64_t want);
-void enumerate_range(Child &c, long mi, uint64_t lo, uint64_t hi);
 void merge_pool_objects(Child &c);
 const char *module_of(const Child &c, long i, uint64_t *data_end);
 void mark_heap_mappings(Child &c);
@@ -218,6 +218,9 @@ struct BlockColumns {
 bool encode_block_record(const Child &c, uint32_t first, uint32_t last, BlockColumns &cols, wire::Buf &out);
 void write_blocks(Child &c, uint32_t nthreads);
 void write_contents(Child &c);
+
+// --- child_enumerate.cc: the blocks, on up to nthreads threads (glibc's layout)
+void enumerate_blocks(Child &c, uint32_t nthreads);
 
 // --- child_scan.cc: edges and roots ------------------------------------------------------------
 uint64_t module_image_end(const Mapping &m);

@@ -158,10 +158,8 @@ uint64_t wait_for_go(int fd, uint64_t program_pid) {
   // Room for the blocks the totals count, and some (the arena is virtual: unused room is free).
   if (live_blocks > (uint64_t(1) << 28)) live_blocks = uint64_t(1) << 28;
   if (!reserve_blocks(c, live_blocks + live_blocks / 8 + 65536)) child_exit(2);
-  for (long i = 0; i < c.nmaps && !c.error; ++i)
-    if (c.maps[i].readable && c.maps[i].writable && !is_ours(c.maps[i]))
-      for_each_included(c.maps[i].start, c.maps[i].end,
-                        [&](uint64_t lo, uint64_t hi) { enumerate_range(c, i, lo, hi); });
+  const uint32_t nthreads = threads::wanted();
+  enumerate_blocks(c, nthreads);
   ph.mark("enumerate");
   // Before the pools' objects replace their arenas in the block list.
   if (!c.error) write_memory(c, *a.regs, arena_lo, arena_hi);
@@ -173,7 +171,6 @@ uint64_t wait_for_go(int fd, uint64_t program_pid) {
     c.hi = c.addr[c.n - 1] + (c.size[c.n - 1] ? c.size[c.n - 1] : 1);
   }
   ph.mark("pools");
-  const uint32_t nthreads = threads::wanted();
   write_blocks(c, nthreads);
   ph.mark("blocks");
   if (config.snapshot_contents) write_contents(c);

@@ -6,9 +6,11 @@
 #include <zstd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <new>
 
 #include "core/own_mappings.h"
 #include "core/private_heap.h"
@@ -222,8 +224,65 @@ void mark_heap_mappings(Child &c) {
   }
 }
 
-// Builds the block index (see IndexRegion) from the address-ordered block list.
-void build_index(Child &c) {
+namespace {
+
+// The index's groups are filled in runs of about this many blocks, a run never splitting a group
+// (threads::run shares the runs out).
+constexpr uint32_t kIndexRun = 65536;
+
+struct IndexFill {
+  Child *c;
+  uint32_t n;                     // the blocks below the 47-bit address space
+  std::atomic<uint32_t> next{0};  // the next run to claim
+};
+
+// The first block at or after b whose group is not block b - 1's (n if none).
+uint32_t group_start(const Child &c, uint32_t b, uint32_t n) {
+  while (b > 0 && b < n && (c.addr[b] >> kGroupShift) == (c.addr[b - 1] >> kGroupShift)) ++b;
+  return b < n ? b : n;
+}
+
+// Fills the groups of blocks [b, e): each group from the one after the previous block's (in the
+// same region) up to the block's own, so that every group between a region's first and last is
+// written by exactly one run.
+void fill_groups(const Child &c, uint32_t b, uint32_t e) {
+  uint64_t prev_group = ~uint64_t(0);
+  Group *g = nullptr;
+  for (; b < e; ++b) {
+    const uint64_t a = c.addr[b];
+    const uint64_t group = a >> kGroupShift;
+    if (group != prev_group) {
+      const IndexRegion &r = c.regions[a >> kIndexRegionShift];
+      const uint32_t gi = uint32_t(group) & (kGroupsPerRegion - 1);
+      const bool same_region = b > 0 && (c.addr[b - 1] >> kIndexRegionShift) == (a >> kIndexRegionShift);
+      uint32_t from = same_region ? (uint32_t(c.addr[b - 1] >> kGroupShift) & (kGroupsPerRegion - 1)) + 1 : r.first;
+      for (; from <= gi; ++from) r.groups[from - r.first] = {0, b, 0};  // (none starts before b there)
+      g = &r.groups[gi - r.first];
+      prev_group = group;
+    }
+    uint64_t bit = uint64_t(1) << ((a >> kIndexGranuleShift) & 63);
+    if ((a & 15) || (g->bits & bit)) g->irregular = 1;
+    g->bits |= bit;
+  }
+}
+
+void fill_runs(void *arg, uint32_t) {
+  IndexFill &f = *static_cast<IndexFill *>(arg);
+  const Child &c = *f.c;
+  for (;;) {
+    const uint64_t k = f.next.fetch_add(1, std::memory_order_relaxed);
+    if (k * kIndexRun >= f.n) return;
+    const uint32_t b = group_start(c, uint32_t(k * kIndexRun), f.n);
+    const uint32_t e = group_start(c, uint32_t(k * kIndexRun + kIndexRun < f.n ? k * kIndexRun + kIndexRun : f.n), f.n);
+    if (b < e) fill_groups(c, b, e);
+  }
+}
+
+}  // namespace
+
+// Builds the block index (see IndexRegion) from the address-ordered block list: each region's
+// bounds and ranks here, its groups on up to nthreads threads (they depend on the blocks alone).
+void build_index(Child &c, uint32_t nthreads) {
   c.regions = static_cast<IndexRegion *>(heap::alloc_zeroed(kIndexRegions * sizeof(IndexRegion)));
   if (!c.regions) {
     c.error = "out of memory (index)";
@@ -232,50 +291,34 @@ void build_index(Child &c) {
   // Blocks past the 47-bit address space (only a client pool could claim one) are never targets.
   uint32_t n = uint32_t(std::lower_bound(c.addr, c.addr + c.n, uint64_t(1) << shadow::kAddressBits) - c.addr);
   if (c.hi > (uint64_t(1) << shadow::kAddressBits)) c.hi = uint64_t(1) << shadow::kAddressBits;
-  IndexRegion *cur = nullptr;
-  uint64_t cur_r = 0;
-  Group *g = nullptr;  // the group of the latest block start
-  uint32_t gi = 0;     // its number in the region
-  for (uint32_t b = 0; b < n; ++b) {
-    uint64_t a = c.addr[b];
-    uint64_t r = a >> kIndexRegionShift;
-    uint32_t want = uint32_t(a >> kGroupShift) & (kGroupsPerRegion - 1);
-    if (!cur || r != cur_r) {
-      if (cur) {
-        cur->rank_after = b;
-        // Regions after it that the previous block covers (a large block): rank only.
-        uint64_t prev_end = c.addr[b - 1] + c.size[b - 1];
-        for (uint64_t q = cur_r + 1; q < r && q < kIndexRegions && (q << kIndexRegionShift) < prev_end; ++q)
-          c.regions[q].rank_before = c.regions[q].rank_after = b;
-      }
-      cur = &c.regions[r];
-      cur_r = r;
-      cur->groups = static_cast<Group *>(heap::alloc(size_t(kGroupsPerRegion - want) * sizeof(Group)));
-      if (!cur->groups) {
-        c.error = "out of memory (index)";
-        return;
-      }
-      cur->first = want;
-      cur->end = want + 1;
-      cur->rank_before = b;
-      g = cur->groups;
-      gi = want;
-      *g = {0, b, 0};
+  for (uint32_t b = 0; b < n;) {
+    const uint64_t q = c.addr[b] >> kIndexRegionShift;
+    const uint32_t e = uint32_t(std::lower_bound(c.addr + b, c.addr + n, (q + 1) << kIndexRegionShift) - c.addr);
+    IndexRegion &r = c.regions[q];
+    r.first = uint32_t(c.addr[b] >> kGroupShift) & (kGroupsPerRegion - 1);
+    r.end = (uint32_t(c.addr[e - 1] >> kGroupShift) & (kGroupsPerRegion - 1)) + 1;
+    r.rank_before = b;
+    r.rank_after = e;
+    r.groups = static_cast<Group *>(heap::alloc(size_t(r.end - r.first) * sizeof(Group)));
+    if (!r.groups) {
+      c.error = "out of memory (index)";
+      return;
     }
-    while (gi < want) {  // groups between two block starts: none starts there
-      ++gi;
-      *++g = {0, b, 0};
-    }
-    cur->end = gi + 1;
-    uint64_t bit = uint64_t(1) << ((a >> kIndexGranuleShift) & 63);
-    if ((a & 15) || (g->bits & bit)) g->irregular = 1;
-    g->bits |= bit;
+    // Regions after it that its last block covers (a large block), up to the next with blocks: rank only.
+    const uint64_t last_end = c.addr[e - 1] + c.size[e - 1];
+    const uint64_t next_q = e < n ? c.addr[e] >> kIndexRegionShift : kIndexRegions;
+    for (uint64_t p = q + 1; p < next_q && p < kIndexRegions && (p << kIndexRegionShift) < last_end; ++p)
+      c.regions[p].rank_before = c.regions[p].rank_after = e;
+    b = e;
   }
-  if (cur) {
-    cur->rank_after = n;
-    uint64_t last_end = c.addr[n - 1] + c.size[n - 1];
-    for (uint64_t q = cur_r + 1; q < kIndexRegions && (q << kIndexRegionShift) < last_end; ++q)
-      c.regions[q].rank_before = c.regions[q].rank_after = n;
+  auto *f = static_cast<IndexFill *>(heap::alloc_zeroed(sizeof(IndexFill)));
+  if (nthreads > 1 && n > kIndexRun && f) {
+    new (f) IndexFill();
+    f->c = &c;
+    f->n = n;
+    threads::run(nthreads, fill_runs, f);
+  } else {
+    fill_groups(c, 0, n);
   }
 }
 

@@ -209,7 +209,7 @@ bool reserve_blocks(Child &c, uint64_t want);
 void merge_pool_objects(Child &c);
 const char *module_of(const Child &c, long i, uint64_t *data_end);
 void mark_heap_mappings(Child &c);
-void build_index(Child &c);
+void build_index(Child &c, uint32_t nthreads);
 uint32_t search_block(const Child &c, uint64_t v);
 struct BlockColumns {
   wire::Buf col[6];  // addresses, sizes, sites, stacks, sample ids, times

@@ -175,7 +175,7 @@ uint64_t wait_for_go(int fd, uint64_t program_pid) {
   ph.mark("blocks");
   if (config.snapshot_contents) write_contents(c);
   ph.mark("contents");
-  build_index(c);
+  build_index(c, nthreads);
   ph.mark("index");
   types_begin(c);  // (out of memory: the classes stay unknown)
   if (nthreads > 1 && c.n && !c.error) {

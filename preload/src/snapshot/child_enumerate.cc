@@ -10,6 +10,7 @@
 // runs and its counts are the same for any thread count.
 #include <unistd.h>
 
+#include <atomic>
 #include <cstdio>
 #include <cstring>
 #include <new>
@@ -289,6 +290,7 @@ struct Enumeration {
   Piece *pieces;
   Blocks *slots;
   uint32_t redone;  // pieces thread 0 enumerated again (HEAPSNAP_DEBUG)
+  std::atomic<uint32_t> by_thread[2];  // pieces enumerated by thread 0 and by the others (HEAPSNAP_DEBUG)
 };
 
 bool make_slots(void *ctx, uint32_t n) {
@@ -299,8 +301,9 @@ bool make_slots(void *ctx, uint32_t n) {
   return true;
 }
 
-void enumerate_piece(void *ctx, uint32_t k, uint32_t slot, uint32_t) {
+void enumerate_piece(void *ctx, uint32_t k, uint32_t slot, uint32_t thread) {
   Enumeration &e = *static_cast<Enumeration *>(ctx);
+  e.by_thread[thread ? 1 : 0].fetch_add(1, std::memory_order_relaxed);
   Blocks &b = e.slots[slot];
   // (The slot's arrays are kept for its next piece; the rest starts afresh.)
   b.n = b.nruns = 0;
@@ -421,8 +424,9 @@ bool enumerate_parallel(Child &c, uint32_t nthreads) {
   if (!threads::ordered(*o, nthreads, make_slots)) c.error = "out of memory (blocks)";
   if (config.debug) {
     char msg[128];
-    int len = snprintf(msg, sizeof(msg), "heapsnap: snapshot child, enumeration: %u pieces of %llu bytes, %u enumerated again\n",
-                       n, (unsigned long long)piece, e->redone);
+    int len = snprintf(msg, sizeof(msg),
+                       "heapsnap: snapshot child, enumeration: %u pieces of %llu bytes (%u on thread 0), %u enumerated again\n", n,
+                       (unsigned long long)piece, e->by_thread[0].load(std::memory_order_relaxed), e->redone);
     if (len > 0) (void)!write(2, msg, size_t(len) < sizeof(msg) ? size_t(len) : sizeof(msg) - 1);
   }
   return true;

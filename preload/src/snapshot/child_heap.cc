@@ -59,6 +59,36 @@ void flush_frame(Child &c, bool force) {
 void *zalloc(void *, size_t n) { return heap::alloc(n); }
 void zfree(void *, void *) {}
 
+ZSTD_CCtx *make_zstd() {
+  ZSTD_customMem mem = {zalloc, zfree, nullptr};
+  ZSTD_CCtx *z = ZSTD_createCCtx_advanced(mem);
+  if (!z) return nullptr;
+  ZSTD_CCtx_setParameter(z, ZSTD_c_compressionLevel, kZstdLevel);
+  ZSTD_CCtx_setParameter(z, ZSTD_c_contentSizeFlag, 1);
+  ZSTD_CCtx_setParameter(z, ZSTD_c_checksumFlag, 1);
+  return z;
+}
+
+bool compress_chunk(FrameContexts &z, uint32_t thread, const wire::Buf &records, wire::Buf &frame, size_t *len) {
+  *len = 0;
+  if (!records.size()) return true;
+  if (thread >= kFrameThreads) return false;
+  if (!z.zstd[thread] && !(z.zstd[thread] = make_zstd())) return false;
+  const size_t bound = ZSTD_compressBound(records.size());
+  frame.clear();
+  if (!frame.reserve(bound)) return false;
+  const size_t n = ZSTD_compress2(z.zstd[thread], frame.data(), bound, records.data(), records.size());
+  if (ZSTD_isError(n)) return false;
+  *len = n;
+  return true;
+}
+
+void write_frame(Child &c, const wire::Buf &frame, size_t len) {
+  if (!len) return;
+  flush_frame(c, true);  // (the records before the chunk's first)
+  if (!c.error && !child_write(c.fd, frame.data(), len)) c.error = "cannot write";
+}
+
 constexpr size_t kMaxExcluded = 3 * shadow::kTopEntries + 8;
 Range *g_excluded = nullptr;
 size_t g_nexcluded = 0;
@@ -402,14 +432,17 @@ bool encode_block_record(const Child &c, uint32_t first, uint32_t last, BlockCol
 namespace {
 
 // The block records on several threads: a record is a chunk (threads::ordered), the same bytes
-// as on one thread (each record's deltas start afresh).
+// as on one thread (each record's deltas start afresh), each in a frame of its own.
 struct BlockWork {
   Child *c;
   struct Slot {
     BlockColumns cols;
     wire::Buf out;
+    wire::Buf frame;  // out compressed (frame_len bytes)
+    size_t frame_len;
     bool ok;
   } *slots;
+  FrameContexts zstd;
 };
 
 bool make_block_slots(void *ctx, uint32_t n) {
@@ -420,13 +453,13 @@ bool make_block_slots(void *ctx, uint32_t n) {
   return true;
 }
 
-void encode_chunk(void *ctx, uint32_t k, uint32_t slot, uint32_t) {
+void encode_chunk(void *ctx, uint32_t k, uint32_t slot, uint32_t thread) {
   BlockWork &w = *static_cast<BlockWork *>(ctx);
   const Child &c = *w.c;
   BlockWork::Slot &s = w.slots[slot];
   uint32_t first = k * kBlocksPerRecord, last = c.n - first > kBlocksPerRecord ? first + kBlocksPerRecord : c.n;
   s.out.clear();
-  s.ok = encode_block_record(c, first, last, s.cols, s.out);
+  s.ok = encode_block_record(c, first, last, s.cols, s.out) && compress_chunk(w.zstd, thread, s.out, s.frame, &s.frame_len);
 }
 
 void write_chunk(void *ctx, uint32_t, uint32_t slot) {
@@ -435,8 +468,7 @@ void write_chunk(void *ctx, uint32_t, uint32_t slot) {
   BlockWork::Slot &s = w.slots[slot];
   if (!s.ok && !c.error) c.error = "out of memory (blocks)";
   if (c.error) return;
-  c.out.bytes(s.out.data(), s.out.size());
-  flush_frame(c, false);
+  write_frame(c, s.frame, s.frame_len);
 }
 
 }  // namespace

@@ -204,6 +204,19 @@ bool child_write(int fd, const void *p, size_t n);
 void flush_frame(Child &c, bool force);
 void *zalloc(void *, size_t n);
 void zfree(void *, void *);
+ZSTD_CCtx *make_zstd();  // a context at the snapshot's level, allocating from the child's arena
+// A chunk's records compressed into a frame of their own by the scan thread that made them, so
+// that compression (a tenth of the child's work) is not all left to thread 0, which writes the
+// frames in chunk order (write_frame, after the records pending in Child::out). zstd computes
+// only and allocates from the child's arena: safe on a scan thread (child_threads.h). A context
+// per thread, made on first use.
+constexpr uint32_t kFrameThreads = 64;
+struct FrameContexts {
+  ZSTD_CCtx *zstd[kFrameThreads] = {};
+};
+// Records (whole ones) into one frame on scan thread `thread`: *len its bytes. False when out of memory.
+bool compress_chunk(FrameContexts &z, uint32_t thread, const wire::Buf &records, wire::Buf &frame, size_t *len);
+void write_frame(Child &c, const wire::Buf &frame, size_t len);
 bool is_ours(const Mapping &m);
 bool reserve_blocks(Child &c, uint64_t want);
 void merge_pool_objects(Child &c);

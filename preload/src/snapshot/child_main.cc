@@ -120,12 +120,8 @@ uint64_t wait_for_go(int fd, uint64_t program_pid) {
   c.writer_hi = a.writer_hi;
   c.arena_lo = arena_lo;
   c.arena_hi = arena_hi;
-  ZSTD_customMem mem = {zalloc, zfree, nullptr};
-  c.zstd = ZSTD_createCCtx_advanced(mem);
+  c.zstd = make_zstd();
   if (!c.zstd) child_exit(2);
-  ZSTD_CCtx_setParameter(c.zstd, ZSTD_c_compressionLevel, kZstdLevel);
-  ZSTD_CCtx_setParameter(c.zstd, ZSTD_c_contentSizeFlag, 1);
-  ZSTD_CCtx_setParameter(c.zstd, ZSTD_c_checksumFlag, 1);
 
   if (a.begin) {
     wire::RecordMark b = wire::begin_record(c.out, wire::kSnapshotBegin);

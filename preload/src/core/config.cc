@@ -164,6 +164,11 @@ bool read_config() {
     uint64_t v;
     if (parse_u64(s, &v) && v >= 1 && v <= 64) config.snapshot_threads = uint32_t(v);
   }
+  config.test_snapshot_piece_bytes = 0;
+  if (const char *s = getenv("HEAPSNAP_TEST_SNAPSHOT_PIECE_BYTES")) {
+    uint64_t v;
+    if (parse_u64(s, &v) && v >= 16 && v <= (uint64_t(1) << 40) && !(v & (v - 1))) config.test_snapshot_piece_bytes = v;
+  }
   config.zstd_level = kDefaultZstdLevel;
   config.zstd_level_given = false;
   if (const char *s = getenv("HEAPSNAP_ZSTD_LEVEL")) {

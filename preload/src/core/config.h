@@ -55,6 +55,9 @@ struct Config {
   uint32_t snapshot_max;      // cap on snapshots per process
   bool snapshot_contents;     // keep raw block bytes
   uint32_t snapshot_threads;  // HEAPSNAP_SNAPSHOT_THREADS: the child's scan threads (0 = the usable CPUs, at most 8)
+  // HEAPSNAP_TEST_SNAPSHOT_PIECE_BYTES: the address space of a piece of the child's enumeration
+  // on several threads (0 = its own choice); tests make them tiny so that blocks cross pieces.
+  uint64_t test_snapshot_piece_bytes;
   bool snapshot_client;       // heapsnap_snapshot() requests are honoured
 };
 

@@ -6,9 +6,11 @@
 #include <zstd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <new>
 
 #include "core/own_mappings.h"
 #include "core/private_heap.h"
@@ -56,6 +58,36 @@ void flush_frame(Child &c, bool force) {
 
 void *zalloc(void *, size_t n) { return heap::alloc(n); }
 void zfree(void *, void *) {}
+
+ZSTD_CCtx *make_zstd() {
+  ZSTD_customMem mem = {zalloc, zfree, nullptr};
+  ZSTD_CCtx *z = ZSTD_createCCtx_advanced(mem);
+  if (!z) return nullptr;
+  ZSTD_CCtx_setParameter(z, ZSTD_c_compressionLevel, kZstdLevel);
+  ZSTD_CCtx_setParameter(z, ZSTD_c_contentSizeFlag, 1);
+  ZSTD_CCtx_setParameter(z, ZSTD_c_checksumFlag, 1);
+  return z;
+}
+
+bool compress_chunk(FrameContexts &z, uint32_t thread, const wire::Buf &records, wire::Buf &frame, size_t *len) {
+  *len = 0;
+  if (!records.size()) return true;
+  if (thread >= kFrameThreads) return false;
+  if (!z.zstd[thread] && !(z.zstd[thread] = make_zstd())) return false;
+  const size_t bound = ZSTD_compressBound(records.size());
+  frame.clear();
+  if (!frame.reserve(bound)) return false;
+  const size_t n = ZSTD_compress2(z.zstd[thread], frame.data(), bound, records.data(), records.size());
+  if (ZSTD_isError(n)) return false;
+  *len = n;
+  return true;
+}
+
+void write_frame(Child &c, const wire::Buf &frame, size_t len) {
+  if (!len) return;
+  flush_frame(c, true);  // (the records before the chunk's first)
+  if (!c.error && !child_write(c.fd, frame.data(), len)) c.error = "cannot write";
+}
 
 constexpr size_t kMaxExcluded = 3 * shadow::kTopEntries + 8;
 Range *g_excluded = nullptr;
@@ -114,144 +146,6 @@ bool reserve_blocks(Child &c, uint64_t want) {
   c.chunk = nk;
   c.cap = uint32_t(want);
   return true;
-}
-
-// The latest block (at a, req bytes requested) into Child::runs: it extends the open run when
-// its chunk starts where the run's last one ends.
-HS_INLINE void note_run(Child &c, uint64_t a, uint64_t req) {
-  const uint32_t ch = c.chunk[c.n - 1];
-  if (ch < 32 || (ch & 15)) {
-    c.run_end = 0;
-    return;
-  }
-  // (live: what the walk counts as live of the chunk: the next chunk's prev_size word is usable)
-  const uint64_t live = req < ch - 16 ? req : ch - 16;
-  if (c.run_end && c.run_end == a - 16) {
-    Child::LiveRun &r = c.runs[c.nruns - 1];
-    ++r.count;
-    r.live += live;
-  } else {
-    if (c.nruns == c.runs_cap) {
-      const uint32_t want = c.runs_cap ? c.runs_cap * 2 : 65536;
-      auto *more = c.runs ? static_cast<Child::LiveRun *>(heap::grow(c.runs, size_t(want) * sizeof(Child::LiveRun)))
-                          : static_cast<Child::LiveRun *>(heap::alloc(size_t(want) * sizeof(Child::LiveRun)));
-      if (!more || want < c.runs_cap) {
-        c.runs_cap = UINT32_MAX;  // (never tried again: the walk goes chunk by chunk)
-        c.runs = nullptr;
-        c.nruns = 0;
-      } else {
-        c.runs = more;
-        c.runs_cap = want;
-      }
-    }
-    if (!c.runs) {
-      c.run_end = 0;
-      return;
-    }
-    c.runs[c.nruns++] = {c.n - 1, 1, live};
-  }
-  c.run_end = a - 16 + ch;
-}
-
-// 0x80 in each non-zero byte of x, 0 elsewhere.
-HS_INLINE uint64_t nonzero_bytes(uint64_t x) {
-  constexpr uint64_t k7f = 0x7f7f7f7f7f7f7f7full;
-  return (((x & k7f) + k7f) | x) & ~k7f;
-}
-
-// Finds the blocks of one mapping from the byte shadow, in address order. The shadow gives
-// candidate starts (its non-zero bytes, eight at a time) without reading the heap, so that the
-// chunk headers that confirm them can be fetched ahead; following the chunk sizes from one block
-// to the next instead would wait for memory at every block.
-HS_NOINLINE void enumerate_range(Child &c, long mi, uint64_t lo, uint64_t hi) {
-  const Mapping &m = c.maps[mi];
-  // A block may end in a mapping that follows this one with no gap.
-  long last = mi;
-  uint64_t limit = m.end;
-  while (last + 1 < c.nmaps && c.maps[last + 1].start == limit && c.maps[last + 1].readable && c.maps[last + 1].writable) {
-    ++last;
-    limit = c.maps[last].end;
-  }
-  const unsigned gs = shadow::granule_shift;
-  const bool glibc = usable::g_glibc_layout;
-  const uint64_t granule = uint64_t(1) << gs;
-  uint64_t g = (lo + granule - 1) & ~(granule - 1);
-  constexpr uint32_t kCandidates = 1024, kAhead = 16;  // 4 KiB of stack
-  uint32_t cand[kCandidates];
-  while (g < hi && !c.error) {
-    uint64_t region = g & ~((uint64_t(1) << shadow::kRegionShift) - 1);
-    uint64_t region_end = region + (uint64_t(1) << shadow::kRegionShift);
-    uint64_t stop = hi < region_end ? hi : region_end;
-    const uint8_t *leaf = shadow::find(reinterpret_cast<void *>(region));
-    if (!leaf) {
-      g = stop;
-      continue;
-    }
-    // Granule numbers within the region (below 2^26): [first, end).
-    const uint64_t first = (g - region) >> gs;
-    const uint64_t end = first + ((stop - g) >> gs);
-    uint64_t bytes = 0;
-    uint64_t w = first & ~uint64_t(7);
-    while (w < end && !c.error) {
-      // Gather candidates: the non-zero shadow bytes of the next words.
-      uint32_t nc = 0;
-      for (; w < end && nc <= kCandidates - 8; w += 8) {
-        uint64_t x;
-        memcpy(&x, leaf + w, 8);
-        if (!x) continue;
-        uint64_t nz = nonzero_bytes(x);
-        if (w < first) nz &= ~uint64_t(0) << ((first - w) * 8);
-        if (w + 8 > end) nz &= ~uint64_t(0) >> ((w + 8 - end) * 8);
-        while (nz) {
-          cand[nc++] = uint32_t(w + (uint64_t(__builtin_ctzll(nz)) >> 3));
-          nz &= nz - 1;
-        }
-      }
-      // Confirm them against the heap, fetching ahead.
-      for (uint32_t k = 0; k < nc; ++k) {
-        if (k + kAhead < nc) __builtin_prefetch(reinterpret_cast<const void *>(region + (uint64_t(cand[k + kAhead]) << gs) - 8));
-        uint64_t i = cand[k];
-        uint64_t a = region + (i << gs);
-        if (a < c.inside_end) continue;  // inside the previous block (a large block's size bytes, or stale)
-        uint8_t v = leaf[i];
-        // Check the block against its glibc chunk header (another allocator's own answer); a racing
-        // thread may have left it torn. (Only glibc's blocks have a header word before them: other
-        // allocators put blocks at the start of a mapping.)
-        uint64_t usable = (!glibc || a >= m.start + 8) ? usable::of(reinterpret_cast<void *>(a)) : 0;
-        uint64_t req = 0;
-        bool ok = usable > 0 && usable < (uint64_t(1) << 46) && a + usable <= limit;
-        if (HS_LIKELY(ok)) {
-          req = shadow::requested_size(reinterpret_cast<void *>(a), v, usable::shadow_base(reinterpret_cast<void *>(a), usable));
-          ok = req <= usable;
-        }
-        if (HS_UNLIKELY(!ok)) {
-          ++c.skipped;
-          continue;
-        }
-        if (HS_UNLIKELY(c.n == c.cap) && !reserve_blocks(c, uint64_t(c.cap) * 2 + 65536)) return;
-        c.addr[c.n] = a;
-        c.size[c.n] = req;
-        uint64_t &word = c.sampled[c.n >> 6];
-        if (!(c.n & 63)) word = 0;
-        word |= uint64_t(v >> 7) << (c.n & 63);
-        ++c.n;
-        bytes += req;
-        // Nothing else starts inside this block (a glibc chunk: up to the next 16 bytes after its
-        // usable size plus its header word; other allocators' blocks end at their usable size).
-        c.inside_end = glibc ? a + (((usable + 8 + 15) >> 4) << 4) : a + ((usable + granule - 1) & ~(granule - 1));
-        // An mmapped chunk (IS_MMAPPED in its header) is all glibc's; any other block is in an
-        // arena, and so is everything around it.
-        const uint64_t head = glibc ? reinterpret_cast<const uint64_t *>(a)[-1] : 0;
-        uint8_t what = head & 2 ? kHoldsBlocksOnly : kHoldsHeap;
-        c.chunk[c.n - 1] = head & 2 || head >> 32 ? 0 : uint32_t(head & ~uint64_t(7));
-        note_run(c, a, req);
-        note_holds(c, mi, what);
-        for (long j = mi + 1; j <= last && c.maps[j].start < a + usable; ++j) note_holds(c, j, what);
-      }
-    }
-    c.bytes += bytes;
-    g = stop;
-  }
 }
 
 // Adds the pools' objects to the (address-ordered) block list. A malloc block that holds pool
@@ -360,8 +254,65 @@ void mark_heap_mappings(Child &c) {
   }
 }
 
-// Builds the block index (see IndexRegion) from the address-ordered block list.
-void build_index(Child &c) {
+namespace {
+
+// The index's groups are filled in runs of about this many blocks, a run never splitting a group
+// (threads::run shares the runs out).
+constexpr uint32_t kIndexRun = 65536;
+
+struct IndexFill {
+  Child *c;
+  uint32_t n;                     // the blocks below the 47-bit address space
+  std::atomic<uint32_t> next{0};  // the next run to claim
+};
+
+// The first block at or after b whose group is not block b - 1's (n if none).
+uint32_t group_start(const Child &c, uint32_t b, uint32_t n) {
+  while (b > 0 && b < n && (c.addr[b] >> kGroupShift) == (c.addr[b - 1] >> kGroupShift)) ++b;
+  return b < n ? b : n;
+}
+
+// Fills the groups of blocks [b, e): each group from the one after the previous block's (in the
+// same region) up to the block's own, so that every group between a region's first and last is
+// written by exactly one run.
+void fill_groups(const Child &c, uint32_t b, uint32_t e) {
+  uint64_t prev_group = ~uint64_t(0);
+  Group *g = nullptr;
+  for (; b < e; ++b) {
+    const uint64_t a = c.addr[b];
+    const uint64_t group = a >> kGroupShift;
+    if (group != prev_group) {
+      const IndexRegion &r = c.regions[a >> kIndexRegionShift];
+      const uint32_t gi = uint32_t(group) & (kGroupsPerRegion - 1);
+      const bool same_region = b > 0 && (c.addr[b - 1] >> kIndexRegionShift) == (a >> kIndexRegionShift);
+      uint32_t from = same_region ? (uint32_t(c.addr[b - 1] >> kGroupShift) & (kGroupsPerRegion - 1)) + 1 : r.first;
+      for (; from <= gi; ++from) r.groups[from - r.first] = {0, b, 0};  // (none starts before b there)
+      g = &r.groups[gi - r.first];
+      prev_group = group;
+    }
+    uint64_t bit = uint64_t(1) << ((a >> kIndexGranuleShift) & 63);
+    if ((a & 15) || (g->bits & bit)) g->irregular = 1;
+    g->bits |= bit;
+  }
+}
+
+void fill_runs(void *arg, uint32_t) {
+  IndexFill &f = *static_cast<IndexFill *>(arg);
+  const Child &c = *f.c;
+  for (;;) {
+    const uint64_t k = f.next.fetch_add(1, std::memory_order_relaxed);
+    if (k * kIndexRun >= f.n) return;
+    const uint32_t b = group_start(c, uint32_t(k * kIndexRun), f.n);
+    const uint32_t e = group_start(c, uint32_t(k * kIndexRun + kIndexRun < f.n ? k * kIndexRun + kIndexRun : f.n), f.n);
+    if (b < e) fill_groups(c, b, e);
+  }
+}
+
+}  // namespace
+
+// Builds the block index (see IndexRegion) from the address-ordered block list: each region's
+// bounds and ranks here, its groups on up to nthreads threads (they depend on the blocks alone).
+void build_index(Child &c, uint32_t nthreads) {
   c.regions = static_cast<IndexRegion *>(heap::alloc_zeroed(kIndexRegions * sizeof(IndexRegion)));
   if (!c.regions) {
     c.error = "out of memory (index)";
@@ -370,50 +321,34 @@ void build_index(Child &c) {
   // Blocks past the 47-bit address space (only a client pool could claim one) are never targets.
   uint32_t n = uint32_t(std::lower_bound(c.addr, c.addr + c.n, uint64_t(1) << shadow::kAddressBits) - c.addr);
   if (c.hi > (uint64_t(1) << shadow::kAddressBits)) c.hi = uint64_t(1) << shadow::kAddressBits;
-  IndexRegion *cur = nullptr;
-  uint64_t cur_r = 0;
-  Group *g = nullptr;  // the group of the latest block start
-  uint32_t gi = 0;     // its number in the region
-  for (uint32_t b = 0; b < n; ++b) {
-    uint64_t a = c.addr[b];
-    uint64_t r = a >> kIndexRegionShift;
-    uint32_t want = uint32_t(a >> kGroupShift) & (kGroupsPerRegion - 1);
-    if (!cur || r != cur_r) {
-      if (cur) {
-        cur->rank_after = b;
-        // Regions after it that the previous block covers (a large block): rank only.
-        uint64_t prev_end = c.addr[b - 1] + c.size[b - 1];
-        for (uint64_t q = cur_r + 1; q < r && q < kIndexRegions && (q << kIndexRegionShift) < prev_end; ++q)
-          c.regions[q].rank_before = c.regions[q].rank_after = b;
-      }
-      cur = &c.regions[r];
-      cur_r = r;
-      cur->groups = static_cast<Group *>(heap::alloc(size_t(kGroupsPerRegion - want) * sizeof(Group)));
-      if (!cur->groups) {
-        c.error = "out of memory (index)";
-        return;
-      }
-      cur->first = want;
-      cur->end = want + 1;
-      cur->rank_before = b;
-      g = cur->groups;
-      gi = want;
-      *g = {0, b, 0};
+  for (uint32_t b = 0; b < n;) {
+    const uint64_t q = c.addr[b] >> kIndexRegionShift;
+    const uint32_t e = uint32_t(std::lower_bound(c.addr + b, c.addr + n, (q + 1) << kIndexRegionShift) - c.addr);
+    IndexRegion &r = c.regions[q];
+    r.first = uint32_t(c.addr[b] >> kGroupShift) & (kGroupsPerRegion - 1);
+    r.end = (uint32_t(c.addr[e - 1] >> kGroupShift) & (kGroupsPerRegion - 1)) + 1;
+    r.rank_before = b;
+    r.rank_after = e;
+    r.groups = static_cast<Group *>(heap::alloc(size_t(r.end - r.first) * sizeof(Group)));
+    if (!r.groups) {
+      c.error = "out of memory (index)";
+      return;
     }
-    while (gi < want) {  // groups between two block starts: none starts there
-      ++gi;
-      *++g = {0, b, 0};
-    }
-    cur->end = gi + 1;
-    uint64_t bit = uint64_t(1) << ((a >> kIndexGranuleShift) & 63);
-    if ((a & 15) || (g->bits & bit)) g->irregular = 1;
-    g->bits |= bit;
+    // Regions after it that its last block covers (a large block), up to the next with blocks: rank only.
+    const uint64_t last_end = c.addr[e - 1] + c.size[e - 1];
+    const uint64_t next_q = e < n ? c.addr[e] >> kIndexRegionShift : kIndexRegions;
+    for (uint64_t p = q + 1; p < next_q && p < kIndexRegions && (p << kIndexRegionShift) < last_end; ++p)
+      c.regions[p].rank_before = c.regions[p].rank_after = e;
+    b = e;
   }
-  if (cur) {
-    cur->rank_after = n;
-    uint64_t last_end = c.addr[n - 1] + c.size[n - 1];
-    for (uint64_t q = cur_r + 1; q < kIndexRegions && (q << kIndexRegionShift) < last_end; ++q)
-      c.regions[q].rank_before = c.regions[q].rank_after = n;
+  auto *f = static_cast<IndexFill *>(heap::alloc_zeroed(sizeof(IndexFill)));
+  if (nthreads > 1 && n > kIndexRun && f) {
+    new (f) IndexFill();
+    f->c = &c;
+    f->n = n;
+    threads::run(nthreads, fill_runs, f);
+  } else {
+    fill_groups(c, 0, n);
   }
 }
 
@@ -497,14 +432,17 @@ bool encode_block_record(const Child &c, uint32_t first, uint32_t last, BlockCol
 namespace {
 
 // The block records on several threads: a record is a chunk (threads::ordered), the same bytes
-// as on one thread (each record's deltas start afresh).
+// as on one thread (each record's deltas start afresh), each in a frame of its own.
 struct BlockWork {
   Child *c;
   struct Slot {
     BlockColumns cols;
     wire::Buf out;
+    wire::Buf frame;  // out compressed (frame_len bytes)
+    size_t frame_len;
     bool ok;
   } *slots;
+  FrameContexts zstd;
 };
 
 bool make_block_slots(void *ctx, uint32_t n) {
@@ -515,13 +453,13 @@ bool make_block_slots(void *ctx, uint32_t n) {
   return true;
 }
 
-void encode_chunk(void *ctx, uint32_t k, uint32_t slot, uint32_t) {
+void encode_chunk(void *ctx, uint32_t k, uint32_t slot, uint32_t thread) {
   BlockWork &w = *static_cast<BlockWork *>(ctx);
   const Child &c = *w.c;
   BlockWork::Slot &s = w.slots[slot];
   uint32_t first = k * kBlocksPerRecord, last = c.n - first > kBlocksPerRecord ? first + kBlocksPerRecord : c.n;
   s.out.clear();
-  s.ok = encode_block_record(c, first, last, s.cols, s.out);
+  s.ok = encode_block_record(c, first, last, s.cols, s.out) && compress_chunk(w.zstd, thread, s.out, s.frame, &s.frame_len);
 }
 
 void write_chunk(void *ctx, uint32_t, uint32_t slot) {
@@ -530,8 +468,7 @@ void write_chunk(void *ctx, uint32_t, uint32_t slot) {
   BlockWork::Slot &s = w.slots[slot];
   if (!s.ok && !c.error) c.error = "out of memory (blocks)";
   if (c.error) return;
-  c.out.bytes(s.out.data(), s.out.size());
-  flush_frame(c, false);
+  write_frame(c, s.frame, s.frame_len);
 }
 
 }  // namespace

@@ -1,7 +1,8 @@
 // The snapshot child's internals (snapshot.h): the state of one walk of a frozen copy of the
 // program, and the pieces that share it. Everything here runs in the forked copy: only system
 // calls, the child arena and memory the parent owned at fork time.
-//   child_heap.cc   the blocks (from the byte shadow), pool objects, the block index, block records
+//   child_enumerate.cc  the blocks, from the byte shadow
+//   child_heap.cc   pool objects, the block index, block records
 //   child_scan.cc   pointer edges between blocks, roots (module data, stacks, registers)
 //   child_main.cc   the walk's phases, from the fork to the end record
 #pragma once
@@ -203,13 +204,25 @@ bool child_write(int fd, const void *p, size_t n);
 void flush_frame(Child &c, bool force);
 void *zalloc(void *, size_t n);
 void zfree(void *, void *);
+ZSTD_CCtx *make_zstd();  // a context at the snapshot's level, allocating from the child's arena
+// A chunk's records compressed into a frame of their own by the scan thread that made them, so
+// that compression (a tenth of the child's work) is not all left to thread 0, which writes the
+// frames in chunk order (write_frame, after the records pending in Child::out). zstd computes
+// only and allocates from the child's arena: safe on a scan thread (child_threads.h). A context
+// per thread, made on first use.
+constexpr uint32_t kFrameThreads = 64;
+struct FrameContexts {
+  ZSTD_CCtx *zstd[kFrameThreads] = {};
+};
+// Records (whole ones) into one frame on scan thread `thread`: *len its bytes. False when out of memory.
+bool compress_chunk(FrameContexts &z, uint32_t thread, const wire::Buf &records, wire::Buf &frame, size_t *len);
+void write_frame(Child &c, const wire::Buf &frame, size_t len);
 bool is_ours(const Mapping &m);
 bool reserve_blocks(Child &c, uint64_t want);
-void enumerate_range(Child &c, long mi, uint64_t lo, uint64_t hi);
 void merge_pool_objects(Child &c);
 const char *module_of(const Child &c, long i, uint64_t *data_end);
 void mark_heap_mappings(Child &c);
-void build_index(Child &c);
+void build_index(Child &c, uint32_t nthreads);
 uint32_t search_block(const Child &c, uint64_t v);
 struct BlockColumns {
   wire::Buf col[6];  // addresses, sizes, sites, stacks, sample ids, times
@@ -218,6 +231,9 @@ struct BlockColumns {
 bool encode_block_record(const Child &c, uint32_t first, uint32_t last, BlockColumns &cols, wire::Buf &out);
 void write_blocks(Child &c, uint32_t nthreads);
 void write_contents(Child &c);
+
+// --- child_enumerate.cc: the blocks, on up to nthreads threads (glibc's layout)
+void enumerate_blocks(Child &c, uint32_t nthreads);
 
 // --- child_scan.cc: edges and roots ------------------------------------------------------------
 uint64_t module_image_end(const Mapping &m);

@@ -120,12 +120,8 @@ uint64_t wait_for_go(int fd, uint64_t program_pid) {
   c.writer_hi = a.writer_hi;
   c.arena_lo = arena_lo;
   c.arena_hi = arena_hi;
-  ZSTD_customMem mem = {zalloc, zfree, nullptr};
-  c.zstd = ZSTD_createCCtx_advanced(mem);
+  c.zstd = make_zstd();
   if (!c.zstd) child_exit(2);
-  ZSTD_CCtx_setParameter(c.zstd, ZSTD_c_compressionLevel, kZstdLevel);
-  ZSTD_CCtx_setParameter(c.zstd, ZSTD_c_contentSizeFlag, 1);
-  ZSTD_CCtx_setParameter(c.zstd, ZSTD_c_checksumFlag, 1);
 
   if (a.begin) {
     wire::RecordMark b = wire::begin_record(c.out, wire::kSnapshotBegin);
@@ -158,10 +154,8 @@ uint64_t wait_for_go(int fd, uint64_t program_pid) {
   // Room for the blocks the totals count, and some (the arena is virtual: unused room is free).
   if (live_blocks > (uint64_t(1) << 28)) live_blocks = uint64_t(1) << 28;
   if (!reserve_blocks(c, live_blocks + live_blocks / 8 + 65536)) child_exit(2);
-  for (long i = 0; i < c.nmaps && !c.error; ++i)
-    if (c.maps[i].readable && c.maps[i].writable && !is_ours(c.maps[i]))
-      for_each_included(c.maps[i].start, c.maps[i].end,
-                        [&](uint64_t lo, uint64_t hi) { enumerate_range(c, i, lo, hi); });
+  const uint32_t nthreads = threads::wanted();
+  enumerate_blocks(c, nthreads);
   ph.mark("enumerate");
   // Before the pools' objects replace their arenas in the block list.
   if (!c.error) write_memory(c, *a.regs, arena_lo, arena_hi);
@@ -173,12 +167,11 @@ uint64_t wait_for_go(int fd, uint64_t program_pid) {
     c.hi = c.addr[c.n - 1] + (c.size[c.n - 1] ? c.size[c.n - 1] : 1);
   }
   ph.mark("pools");
-  const uint32_t nthreads = threads::wanted();
   write_blocks(c, nthreads);
   ph.mark("blocks");
   if (config.snapshot_contents) write_contents(c);
   ph.mark("contents");
-  build_index(c);
+  build_index(c, nthreads);
   ph.mark("index");
   types_begin(c);  // (out of memory: the classes stay unknown)
   if (nthreads > 1 && c.n && !c.error) {

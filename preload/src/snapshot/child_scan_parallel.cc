@@ -5,9 +5,9 @@
 // may be vtable pointers. Thread 0 consumes the slots in chunk order: notes their types (the type
 // table and its numbering stay single-threaded, in block order, as on one thread), appends their
 // records to the snapshot's output and compresses. So the capture is the same bytes for any
-// thread count above one; against one thread only where records are cut differs (a chunk starts
-// a record), which the reader does not see: each block's edges are one group, sources
-// increasing, in either case.
+// thread count above one; against one thread only where records and frames are cut differs (a
+// chunk starts a record and is a frame of its own, compressed by the thread that made it), which
+// the reader does not see: each block's edges are one group, sources increasing, in either case.
 #include <atomic>
 #include <new>
 
@@ -27,6 +27,8 @@ constexpr uint32_t kChunkBlocks = 16384;
 struct Slot {
   EdgeRecord e;
   wire::Buf out;     // the chunk's finished records
+  wire::Buf frame;   // ... compressed (frame_len bytes)
+  size_t frame_len = 0;
   wire::Buf firsts;  // (block, first word) pairs that may be vtable pointers
   bool failed = false;
 };
@@ -37,6 +39,7 @@ struct Scan {
   VtableFilter filter[64];  // one per thread (its gap changes)
   uint32_t *bounds = nullptr;  // chunk k is blocks [bounds[k], bounds[k + 1])
   Slot *slots = nullptr;
+  FrameContexts zstd;
   explicit Scan(Child &child) : c(&child), sb(child) {}
 };
 
@@ -68,7 +71,7 @@ HS_POPCNT_CLONES void scan_chunk(void *ctx, uint32_t k, uint32_t slot, uint32_t 
   for (uint32_t i = s.bounds[k]; i < s.bounds[k + 1]; ++i)
     if (scan_block(c, s.sb, e, i, keep)) edge_record_flush(e);
   edge_record_flush(e);
-  sl.failed = e.failed() || sl.firsts.failed();
+  sl.failed = e.failed() || sl.firsts.failed() || !compress_chunk(s.zstd, thread, sl.out, sl.frame, &sl.frame_len);
 }
 
 void merge_chunk(void *ctx, uint32_t, uint32_t slot) {
@@ -79,10 +82,9 @@ void merge_chunk(void *ctx, uint32_t, uint32_t slot) {
   if (c.error) return;
   const auto *p = reinterpret_cast<const uint64_t *>(sl.firsts.data());
   for (size_t j = 0; j + 1 < sl.firsts.size() / 8; j += 2) type_note(c, uint32_t(p[j]), p[j + 1]);
-  c.out.bytes(sl.out.data(), sl.out.size());
+  write_frame(c, sl.frame, sl.frame_len);
   c.edges += sl.e.total;
   c.interior += sl.e.total_interior;
-  flush_frame(c, false);
 }
 
 }  // namespace

@@ -62,4 +62,5 @@ TEST_CASE("rollup_gap_ticks: the RSS reads take at most 0.5% of a core, at least
   CHECK(hs::rollup_gap_ticks(1000000000, 100, 10) == 600); // bounded: a minute
   CHECK(hs::rollup_gap_ticks(0, 100, 0) == 1);             // (never 0: the next tick at the soonest)
   CHECK(hs::rollup_gap_ticks(1000000, 1, 1) == 200);       // 1 ms ticks
+  CHECK(hs::rollup_gap_ticks(1000000000, 100, 1000) == 1000);  // the user's 1000 kept
 }

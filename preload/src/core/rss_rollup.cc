@@ -1,5 +1,6 @@
 #include "core/rss_rollup.h"
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 
@@ -59,7 +60,9 @@ uint32_t rollup_gap_ticks(uint64_t cpu_ns, uint32_t flush_ms, uint32_t min_ticks
   uint64_t gap = cpu_ns * 200 / tick_ns;
   if (gap < min_ticks) gap = min_ticks;
   if (gap < 1) gap = 1;
-  if (gap > 600) gap = 600;  // (a minute at the default tick: the timeline keeps a series)
+  // (A minute at the default tick, so that the timeline keeps a series; unless the user asked for
+  // fewer reads.)
+  if (gap > 600 && gap > min_ticks) gap = std::max<uint64_t>(600, min_ticks);
   return uint32_t(gap);
 }
 

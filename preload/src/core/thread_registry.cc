@@ -224,13 +224,16 @@ __attribute__((noinline)) static void wait_for_peak_fork(ThreadLocal &t, uint64_
 // threads (peak_fold_room: their slack is the whole percentage) nothing is left to wait for; with
 // one thread on a heap of tens of megabytes (the room at most 256 KiB) nearly all of it is.
 // (Waiting for the whole percentage left stress's snapshots at 94.6% of its peak, the
-// several-thread estimate of it.)
+// several-thread estimate of it.) Only while one thread has ever run: two threads' frees that
+// fold at once would each read the heap before the other's fold (two 40 MB frees at 1 GB, each
+// seeing 960 MB, left 920 MB before the next fold forked), and a check and fold made one atomic
+// step would cost every fold a compare-and-swap loop.
 static bool fall_may_wait(ThreadLocal &t) {
+  if (g_totals.most_live_threads.load(std::memory_order_relaxed) > 1) return false;
   const int64_t bias = t.heap_bias, heap = g_totals.heap.load(std::memory_order_relaxed);
   const int64_t after = heap + (t.counters.heap_delta - bias);
   const int64_t high = std::max(g_totals.peak.load(std::memory_order_relaxed), heap + (t.heap_delta_max - bias));
-  const int64_t threads = std::max<int64_t>(1, g_totals.most_live_threads.load(std::memory_order_relaxed));
-  const int64_t slack = 2 * threads * std::max(g_totals.fold_room.load(std::memory_order_relaxed), widest_fold_room());
+  const int64_t slack = 2 * std::max(g_totals.fold_room.load(std::memory_order_relaxed), widest_fold_room());
   return after - slack >= high - high / 100 * int64_t(config.snapshot_peak_pct);
 }
 

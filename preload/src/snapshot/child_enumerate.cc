@@ -10,6 +10,7 @@
 // runs and its counts are the same for any thread count.
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstdio>
 #include <cstring>
@@ -356,7 +357,10 @@ void append_piece(void *ctx, uint32_t k, uint32_t slot) {
     return;
   }
   Blocks all = take(c);
-  if (!reserve(all, uint64_t(all.n) + b.n)) {
+  // (Doubling: growing to the exact size copied the whole list at every piece past the first
+  // reservation, and the arena never frees.)
+  const uint64_t need = uint64_t(all.n) + b.n;
+  if (need > all.cap && !reserve(all, std::max<uint64_t>(need, 2 * uint64_t(all.cap) + 65536))) {
     give(c, all);
     return;
   }

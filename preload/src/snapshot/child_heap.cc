@@ -43,16 +43,31 @@ bool child_write(int fd, const void *p, size_t n) {
 }
 
 // Compresses the pending records into one frame once they are big enough (or when forced).
+// Records cut by the arena running out (out.failed(), sticky) are not compressed: their lengths
+// would be wrong. Nothing is written after a frame that failed: the file ends at the last whole one.
 void flush_frame(Child &c, bool force) {
+  if (c.file_torn) {
+    c.out.clear();
+    return;
+  }
+  if (c.out.failed()) {
+    if (!c.error) c.error = "out of memory (records)";
+    c.file_torn = true;
+    return;
+  }
   if (c.out.size() == 0 || (!force && c.out.size() < (4u << 20))) return;
   size_t bound = ZSTD_compressBound(c.out.size());
   c.frame.clear();
   if (!c.frame.reserve(bound)) {
-    c.error = "out of memory";
+    if (!c.error) c.error = "out of memory";
+    c.file_torn = true;
     return;
   }
   size_t z = ZSTD_compress2(c.zstd, c.frame.data(), bound, c.out.data(), c.out.size());
-  if (ZSTD_isError(z) || !child_write(c.fd, c.frame.data(), z)) c.error = "cannot write";
+  if (ZSTD_isError(z) || !child_write(c.fd, c.frame.data(), z)) {
+    if (!c.error) c.error = "cannot write";
+    c.file_torn = true;
+  }
   c.out.clear();
 }
 
@@ -86,7 +101,10 @@ bool compress_chunk(FrameContexts &z, uint32_t thread, const wire::Buf &records,
 void write_frame(Child &c, const wire::Buf &frame, size_t len) {
   if (!len) return;
   flush_frame(c, true);  // (the records before the chunk's first)
-  if (!c.error && !child_write(c.fd, frame.data(), len)) c.error = "cannot write";
+  if (!c.error && !c.file_torn && !child_write(c.fd, frame.data(), len)) {
+    c.error = "cannot write";
+    c.file_torn = true;
+  }
 }
 
 constexpr size_t kMaxExcluded = 3 * shadow::kTopEntries + 8;

@@ -108,6 +108,9 @@ struct Child {
   wire::Buf frame;
   uint64_t edges = 0, interior = 0, root_edges = 0, roots = 0, root_bytes = 0;
   const char *error = nullptr;
+  // A frame was cut or left out of the file (a failed or short write, records cut by the arena
+  // running out): the file is not whole, whatever its last record says (child_main's exit 5).
+  bool file_torn = false;
   struct TypeScan *types = nullptr;  // child_types.h
   const regs::Result *regs = nullptr;  // the threads' registers (scan_roots): their stacks' frames
   struct MemoryState *memory = nullptr;  // child_memory.h: the RSS breakdown between its two phases

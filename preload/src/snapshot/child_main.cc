@@ -205,12 +205,13 @@ uint64_t wait_for_go(int fd, uint64_t program_pid) {
   timespec cpu;  // (the child's threads together: a figure a loaded machine does not inflate as it does wall time)
   if (clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &cpu) == 0) c.out.u64(15, uint64_t(cpu.tv_sec) * 1000000000ull + uint64_t(cpu.tv_nsec));
   wire::end_record(c.out, m);
-  // Exit 4 says the end record, which names the error, is in the file (the parent then adds none
-  // of its own: snapshot.cc, finish); 5 that it could not be written either.
+  // Exit 4 says the end record, which names the error, is in the file, after whole frames (the
+  // parent then adds none of its own: snapshot.cc, finish); 5 that the file is not whole (a write
+  // failed, records were cut) or its end could not be written: the parent appends none of it.
   const char *error = c.error;
   c.error = nullptr;
   flush_frame(c, true);
-  const bool end_written = c.error == nullptr;
+  const bool end_written = c.error == nullptr && !c.file_torn;
   if (!error) error = c.error;
   ph.mark("end");
   if (config.debug) ph.print(c.t0, c.scan_threads);

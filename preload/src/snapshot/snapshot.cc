@@ -526,7 +526,7 @@ void append_growth() {
 // codes), or (status -1) from waitpid's errno: ECHILD when the program reaped it itself (a
 // waitpid(-1) or SIGCHLD ignored), which the status 0 of a failed wait used to call "failed
 // (status 0)".
-constexpr int kChildSaidWhy = 4;
+constexpr int kChildSaidWhy = 4, kChildFileTorn = 5;
 void child_failure_reason(int status, int wait_errno, char *why, size_t cap) {
   if (status < 0)
     snprintf(why, cap, wait_errno == ECHILD ? "snapshot child lost: the program reaped it (waitpid: ECHILD)"
@@ -537,7 +537,7 @@ void child_failure_reason(int status, int wait_errno, char *why, size_t cap) {
   else if (WIFEXITED(status) && WEXITSTATUS(status) == 2)
     snprintf(why, cap, "snapshot child out of memory (its arena or the block list)");
   else if (WIFEXITED(status) && WEXITSTATUS(status) == 5)
-    snprintf(why, cap, "snapshot child could not write its file");
+    snprintf(why, cap, "snapshot child could not write its file whole (a write failed, or out of memory)");
   else if (WIFEXITED(status) && WEXITSTATUS(status) == 3)
     snprintf(why, cap, "snapshot child cannot read /proc/self/maps");
   else if (WIFEXITED(status) && WEXITSTATUS(status) > 100)
@@ -573,7 +573,9 @@ bool finish(bool block) {
     return true;
   }
   const int wait_errno = r < 0 ? errno : 0;
-  const bool appended = writer_append_file(g_child_path);
+  // (Exit 5: the child's file is not whole: none of it goes into the capture.)
+  const bool torn = r == g_child && WIFEXITED(status) && WEXITSTATUS(status) == kChildFileTorn;
+  const bool appended = !torn && writer_append_file(g_child_path);
   // Exit 4: the child ended its file with a SnapshotEnd that says why (c.error): appended, that is
   // the snapshot's one end record; a second one here made `snapshots` list the failure twice.
   const bool said = appended && r == g_child && WIFEXITED(status) && WEXITSTATUS(status) == kChildSaidWhy;

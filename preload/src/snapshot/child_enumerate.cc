@@ -36,6 +36,16 @@ struct Blocks {
   uint64_t run_end = 0, inside_end = 0, skipped = 0, bytes = 0;
   uint64_t first_candidate = UINT64_MAX;  // the first candidate looked at
   const char *error = nullptr;
+  // A piece's list (a scan thread's slot): what its blocks say the mappings from holds_base on
+  // hold, kept here and noted in c.holds only once thread 0 keeps the piece (append_piece). A
+  // piece enumerated again had marked c.holds from candidates its second run rejects (bytes
+  // inside an earlier piece's block that looked like a header), and marks only go up: roots
+  // could then differ with the thread count. (holds_over: a block reached past the kLocalHolds
+  // mappings kept; the piece is enumerated again by thread 0.) Off (local false): c.holds itself.
+  static constexpr long kLocalHolds = 8;
+  bool local = false, holds_over = false;
+  long holds_base = 0;
+  uint8_t holds[kLocalHolds] = {};
 };
 
 Blocks take(const Child &c) {
@@ -148,6 +158,17 @@ HS_INLINE void note_holds_shared(uint8_t *h, uint8_t what) {
   }
 }
 
+// What mapping j holds, as a block of b says (see Blocks::local).
+HS_INLINE void note_hold(const Child &c, Blocks &b, long j, uint8_t what) {
+  if (!b.local) return note_holds_shared(&c.holds[j], what);
+  const long k = j - b.holds_base;
+  if (k < 0 || k >= Blocks::kLocalHolds) {
+    b.holds_over = true;
+    return;
+  }
+  if (b.holds[k] < what) b.holds[k] = what;
+}
+
 // 0x80 in each non-zero byte of x, 0 elsewhere.
 HS_INLINE uint64_t nonzero_bytes(uint64_t x) {
   constexpr uint64_t k7f = 0x7f7f7f7f7f7f7f7full;
@@ -257,8 +278,8 @@ HS_NOINLINE void enumerate_into(const Child &c, Blocks &b, long mi, uint64_t lo,
         uint8_t what = head & 2 ? kHoldsBlocksOnly : kHoldsHeap;
         b.chunk[b.n - 1] = head & 2 || head >> 32 ? 0 : uint32_t(head & ~uint64_t(7));
         note_run(b, a, req);
-        note_holds_shared(&c.holds[mi], what);
-        for (long j = mi + 1; j <= last && c.maps[j].start < a + usable; ++j) note_holds_shared(&c.holds[j], what);
+        note_hold(c, b, mi, what);
+        for (long j = mi + 1; j <= last && c.maps[j].start < a + usable; ++j) note_hold(c, b, j, what);
       }
     }
     g = stop;
@@ -313,6 +334,10 @@ void enumerate_piece(void *ctx, uint32_t k, uint32_t slot, uint32_t thread) {
   b.error = nullptr;
   if (b.runs_cap == UINT32_MAX) b.runs_cap = 0;
   const Piece &p = e.pieces[k];
+  b.local = true;
+  b.holds_over = false;
+  b.holds_base = p.mi;
+  memset(b.holds, 0, sizeof(b.holds));
   enumerate_into(*e.c, b, p.mi, p.lo, p.hi);
 }
 
@@ -339,8 +364,9 @@ void append_piece(void *ctx, uint32_t k, uint32_t slot) {
   Child &c = *e.c;
   const Blocks &b = e.slots[slot];
   if (c.error) return;
-  if (b.first_candidate < c.inside_end) {
-    // A block before the piece reaches into it: what one thread finds there depends on it.
+  if (b.first_candidate < c.inside_end || b.holds_over) {
+    // A block before the piece reaches into it: what one thread finds there depends on it. (Or
+    // its blocks reach more mappings than the slot noted: see Blocks::local.)
     Blocks all = take(c);
     const Piece &p = e.pieces[k];
     enumerate_into(c, all, p.mi, p.lo, p.hi);
@@ -352,6 +378,8 @@ void append_piece(void *ctx, uint32_t k, uint32_t slot) {
     c.error = b.error;
     return;
   }
+  for (long k = 0; k < Blocks::kLocalHolds; ++k)
+    if (b.holds[k]) note_holds_shared(&c.holds[b.holds_base + k], b.holds[k]);
   if (!b.n) {
     c.skipped += b.skipped;
     return;

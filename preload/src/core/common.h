@@ -28,6 +28,12 @@ HS_INLINE uint64_t mono_ns() {
   clock_gettime(CLOCK_MONOTONIC, &ts);
   return uint64_t(ts.tv_sec) * 1000000000ull + uint64_t(ts.tv_nsec);
 }
+// The calling thread's CPU time (a system call: the vDSO has no CPU-time clocks); 0 if it fails.
+HS_INLINE uint64_t thread_cpu_ns() {
+  timespec ts;
+  if (clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts) != 0) return 0;
+  return uint64_t(ts.tv_sec) * 1000000000ull + uint64_t(ts.tv_nsec);
+}
 // Cheap (vDSO, ~4 ms resolution): used for per-event times, which only need timeline precision.
 HS_INLINE uint64_t coarse_ns() {
   timespec ts;

@@ -98,12 +98,6 @@ TotalsView append_totals_record(bool rollup) {
 uint32_t g_ticks = 0;
 uint32_t g_next_rollup_tick = 0;
 
-uint64_t thread_cpu_now_ns() {
-  timespec ts;
-  if (clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts) != 0) return 0;
-  return uint64_t(ts.tv_sec) * 1000000000ull + uint64_t(ts.tv_nsec);
-}
-
 // Whether this flush reads the RSS parts (see g_ticks), and the tick after which the next may.
 bool rollup_due(bool tick) {
   if (!config.rss_parts_ticks) return false;
@@ -120,9 +114,9 @@ bool gather_locked(bool with_totals, bool tick) {
   for_each_thread(collect_thread, nullptr);
   if (with_totals) {
     const bool rollup = rollup_due(tick);
-    const uint64_t cpu0 = rollup && tick ? thread_cpu_now_ns() : 0;
+    const uint64_t cpu0 = rollup && tick ? thread_cpu_ns() : 0;
     TotalsView t = append_totals_record(rollup);
-    if (rollup && tick) rollup_cost(cpu0, thread_cpu_now_ns());
+    if (rollup && tick) rollup_cost(cpu0, thread_cpu_ns());
     if (tick) snapshot::writer_tick(t.heap > 0 ? uint64_t(t.heap) : 0, t.rss);
   }
   outbox_lock();

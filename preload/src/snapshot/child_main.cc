@@ -30,16 +30,11 @@ struct Phases {
   const char *name[16];
   uint64_t wall[16], cpu[16];
   int n = 0;
-  static uint64_t cpu_ns() {
-    timespec ts;
-    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
-    return uint64_t(ts.tv_sec) * 1000000000ull + uint64_t(ts.tv_nsec);
-  }
   void mark(const char *what) {
     if (!config.debug || n == 16) return;
     name[n] = what;
     wall[n] = mono_ns();
-    cpu[n++] = cpu_ns();
+    cpu[n++] = thread_cpu_ns();
   }
   void print(uint64_t t0, uint32_t threads) const {
     char msg[1024];

@@ -53,8 +53,9 @@ uint64_t status_kb(const char *buf, size_t len, const char *key) {
   return v * 1024;
 }
 
-// The calling thread's CPU time (a raw call: no errno here).
-uint64_t thread_cpu_ns() {
+// The calling thread's CPU time, as core/common.h's thread_cpu_ns by a raw call (no errno on the
+// worker thread).
+uint64_t raw_thread_cpu_ns() {
   timespec ts = {};
   threads::raw_syscall(SYS_clock_gettime, CLOCK_THREAD_CPUTIME_ID, long(&ts));
   return uint64_t(ts.tv_sec) * 1000000000ull + uint64_t(ts.tv_nsec);
@@ -100,7 +101,7 @@ memory::SmapsEntry *read_program_maps(MemoryState &ms, long *n, const char **why
 // the child's copy, which would then hold more than the fork did.
 void read_program(void *arg) {
   auto &ms = *static_cast<MemoryState *>(arg);
-  const uint64_t t = mono_ns(), cpu = thread_cpu_ns();
+  const uint64_t t = mono_ns(), cpu = raw_thread_cpu_ns();
   // VmRSS, and the hugetlb pages it leaves out: PAGEMAP_SCAN reports them as present pages, smaps
   // only in its *_Hugetlb lines (KernelPageSize tells their mappings), so only smaps can leave them
   // out of the figures too (take_split).
@@ -117,7 +118,7 @@ void read_program(void *arg) {
   }
   if (!ms.program) ms.program = read_smaps(ms.program_path, &ms.n_program);
   ms.step_ns[MemoryState::kProgramSmaps] = mono_ns() - t;
-  ms.step_ns[MemoryState::kProgramCpu] = thread_cpu_ns() - cpu;
+  ms.step_ns[MemoryState::kProgramCpu] = raw_thread_cpu_ns() - cpu;
 }
 
 }  // namespace hs::snapshot::child

@@ -160,13 +160,6 @@ void append_failure(uint32_t index, const char *why) {
   outbox_unlock();
 }
 
-// HEAPSNAP_DEBUG: this thread's CPU time (ns).
-uint64_t thread_cpu_ns() {
-  timespec ts;
-  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
-  return uint64_t(ts.tv_sec) * 1000000000ull + uint64_t(ts.tv_nsec);
-}
-
 // HEAPSNAP_DEBUG: this thread's time spent runnable but waiting for a CPU (schedstat's
 // run_delay, ns), to tell a pause stretched by preemption from one stretched by work or a lock.
 uint64_t run_delay_ns() {

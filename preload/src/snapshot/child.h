@@ -12,6 +12,16 @@ struct TotalsView;
 
 namespace hs::snapshot::child {
 
+// The child's exit status, as the program's side reads it (snapshot.cc, finish).
+enum Exit : int {
+  kExitDone = 0,
+  kExitNoMemory = 2,   // its arena, or the block list
+  kExitNoMaps = 3,     // /proc/self/maps unreadable
+  kExitSaidWhy = 4,    // the file ends with a SnapshotEnd that names the error, after whole frames
+  kExitFileTorn = 5,   // the file is not whole (a write failed, records were cut): none of it counts
+  kExitCrashed = 100,  // + the signal
+};
+
 struct Range;
 
 // The SnapshotBegin of a deferred snapshot (an at-peak one, appended at the end): written by the

@@ -60,7 +60,7 @@ struct Phases {
 void on_child_fault(int sig) {
   static const char msg[] = "heapsnap: snapshot child crashed\n";
   (void)!write(2, msg, sizeof(msg) - 1);
-  child_exit(100 + sig);
+  child_exit(kExitCrashed + sig);
 }
 
 // A frozen at-peak child: the image stays as it was at the fork until the program says scan (a
@@ -101,10 +101,10 @@ uint64_t wait_for_go(int fd, uint64_t program_pid) {
   sigaction(SIGBUS, &sa, nullptr);
   uint64_t frozen_pause = a.go_fd >= 0 ? wait_for_go(a.go_fd, a.program_pid) : 0;
   uint64_t arena_lo = 0, arena_hi = 0;
-  if (!heap::switch_to_child_arena(kChildArenaBytes, &arena_lo, &arena_hi)) child_exit(2);
+  if (!heap::switch_to_child_arena(kChildArenaBytes, &arena_lo, &arena_hi)) child_exit(kExitNoMemory);
 
   Child *cp = static_cast<Child *>(heap::alloc_zeroed(sizeof(Child)));
-  if (!cp) child_exit(2);
+  if (!cp) child_exit(kExitNoMemory);
   Child &c = *new (cp) Child();
   c.index = a.index;
   c.fd = a.fd;
@@ -116,7 +116,7 @@ uint64_t wait_for_go(int fd, uint64_t program_pid) {
   c.arena_lo = arena_lo;
   c.arena_hi = arena_hi;
   c.zstd = make_zstd();
-  if (!c.zstd) child_exit(2);
+  if (!c.zstd) child_exit(kExitNoMemory);
 
   if (a.begin) {
     wire::RecordMark b = wire::begin_record(c.out, wire::kSnapshotBegin);
@@ -136,7 +136,7 @@ uint64_t wait_for_go(int fd, uint64_t program_pid) {
   c.maps = static_cast<Mapping *>(heap::alloc(kMaxMaps * sizeof(Mapping)));
   char *scratch = static_cast<char *>(heap::alloc(32u << 20));
   c.nmaps = c.maps && scratch ? read_proc_maps(c.maps, kMaxMaps, scratch, 32u << 20) : -1;
-  if (c.nmaps < 0) child_exit(3);
+  if (c.nmaps < 0) child_exit(kExitNoMaps);
   c.holds = static_cast<uint8_t *>(heap::alloc_zeroed(size_t(c.nmaps) + 1));
 
   Phases ph;
@@ -148,7 +148,7 @@ uint64_t wait_for_go(int fd, uint64_t program_pid) {
   build_exclusions(c, arena_lo, arena_hi, a.extra, a.nextra);
   // Room for the blocks the totals count, and some (the arena is virtual: unused room is free).
   if (live_blocks > (uint64_t(1) << 28)) live_blocks = uint64_t(1) << 28;
-  if (!reserve_blocks(c, live_blocks + live_blocks / 8 + 65536)) child_exit(2);
+  if (!reserve_blocks(c, live_blocks + live_blocks / 8 + 65536)) child_exit(kExitNoMemory);
   const uint32_t nthreads = threads::wanted();
   enumerate_blocks(c, nthreads);
   ph.mark("enumerate");
@@ -200,9 +200,8 @@ uint64_t wait_for_go(int fd, uint64_t program_pid) {
   timespec cpu;  // (the child's threads together: a figure a loaded machine does not inflate as it does wall time)
   if (clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &cpu) == 0) c.out.u64(15, uint64_t(cpu.tv_sec) * 1000000000ull + uint64_t(cpu.tv_nsec));
   wire::end_record(c.out, m);
-  // Exit 4 says the end record, which names the error, is in the file, after whole frames (the
-  // parent then adds none of its own: snapshot.cc, finish); 5 that the file is not whole (a write
-  // failed, records were cut) or its end could not be written: the parent appends none of it.
+  // (kExitSaidWhy: the parent adds no end record of its own; kExitFileTorn also when the end
+  // record itself could not be written.)
   const char *error = c.error;
   c.error = nullptr;
   flush_frame(c, true);
@@ -210,7 +209,7 @@ uint64_t wait_for_go(int fd, uint64_t program_pid) {
   if (!error) error = c.error;
   ph.mark("end");
   if (config.debug) ph.print(c.t0, c.scan_threads);
-  child_exit(!error ? 0 : end_written ? 4 : 5);
+  child_exit(!error ? kExitDone : end_written ? kExitSaidWhy : kExitFileTorn);
 }
 
 }  // namespace hs::snapshot::child

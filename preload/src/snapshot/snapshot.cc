@@ -399,7 +399,7 @@ bool end_frozen(Frozen &f, bool scan) {
     int status = 0;
     pid_t r;
     do r = waitpid(f.pid, &status, __WCLONE); while (r < 0 && errno == EINTR);
-    ok = r == f.pid && WIFEXITED(status) && WEXITSTATUS(status) == 0;
+    ok = r == f.pid && WIFEXITED(status) && WEXITSTATUS(status) == child::kExitDone;
   } else {
     kill(f.pid, SIGKILL);
     pid_t r;
@@ -515,30 +515,29 @@ void append_growth() {
   g_growth.configure(0, 0, 2);  // appended once
 }
 
-// Why a snapshot child's end was not a complete file, from its exit status (child_main.cc's
-// codes), or (status -1) from waitpid's errno: ECHILD when the program reaped it itself (a
-// waitpid(-1) or SIGCHLD ignored), which the status 0 of a failed wait used to call "failed
-// (status 0)".
-constexpr int kChildSaidWhy = 4, kChildFileTorn = 5;
-void child_failure_reason(int status, int wait_errno, char *why, size_t cap) {
-  if (status < 0)
+// Why a snapshot child's end was not a complete file, from its exit code (child::Exit; -1: no
+// status), or from waitpid's errno when the wait failed: ECHILD when the program reaped it itself,
+// which the status 0 of a failed wait used to call "failed (status 0)".
+void child_failure_reason(pid_t r, int status, int wait_errno, char *why, size_t cap) {
+  const int code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  if (r < 0)
     snprintf(why, cap, wait_errno == ECHILD ? "snapshot child lost: the program reaped it (waitpid: ECHILD)"
                                             : "snapshot child lost: waitpid failed (errno %d)",
              wait_errno);  // (no strerror: it may translate, and allocate, in the program's locale)
   else if (WIFSIGNALED(status))
     snprintf(why, cap, "snapshot child killed by signal %d", WTERMSIG(status));
-  else if (WIFEXITED(status) && WEXITSTATUS(status) == 2)
+  else if (code == child::kExitNoMemory)
     snprintf(why, cap, "snapshot child out of memory (its arena or the block list)");
-  else if (WIFEXITED(status) && WEXITSTATUS(status) == 5)
+  else if (code == child::kExitFileTorn)
     snprintf(why, cap, "snapshot child could not write its file whole (a write failed, or out of memory)");
-  else if (WIFEXITED(status) && WEXITSTATUS(status) == 3)
+  else if (code == child::kExitNoMaps)
     snprintf(why, cap, "snapshot child cannot read /proc/self/maps");
-  else if (WIFEXITED(status) && WEXITSTATUS(status) > 100)
-    snprintf(why, cap, "snapshot child crashed (signal %d)", WEXITSTATUS(status) - 100);
-  else if (WIFEXITED(status) && WEXITSTATUS(status) == 0)
+  else if (code > child::kExitCrashed)
+    snprintf(why, cap, "snapshot child crashed (signal %d)", code - child::kExitCrashed);
+  else if (code == child::kExitDone)
     snprintf(why, cap, "snapshot child's file could not be appended to the capture");
   else
-    snprintf(why, cap, "snapshot child failed (exit status %d)", WIFEXITED(status) ? WEXITSTATUS(status) : -1);
+    snprintf(why, cap, "snapshot child failed (exit status %d)", code);
 }
 
 // Appends the child's file to the capture once it has exited. Returns true when nothing is
@@ -551,9 +550,11 @@ bool finish(bool block) {
     r = waitpid(g_child, &status, (block ? 0 : WNOHANG) | __WCLONE);
   } while (r < 0 && errno == EINTR);
   if (r == 0) return false;
+  const int wait_errno = r < 0 ? errno : 0;
   close(g_child_fd);
   g_child_fd = -1;
-  bool ok = r == g_child && WIFEXITED(status) && WEXITSTATUS(status) == 0;
+  const int code = r == g_child && WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  const bool ok = code == child::kExitDone;
   if (r == g_child) writer_test_tick_in_snapshot_append();
   if (g_child_trigger == kGrowth) {
     // Kept aside (GrowthSeries counted it when it started); a failed one is forgotten.
@@ -565,16 +566,13 @@ bool finish(bool block) {
     g_child = 0;
     return true;
   }
-  const int wait_errno = r < 0 ? errno : 0;
-  // (Exit 5: the child's file is not whole: none of it goes into the capture.)
-  const bool torn = r == g_child && WIFEXITED(status) && WEXITSTATUS(status) == kChildFileTorn;
-  const bool appended = !torn && writer_append_file(g_child_path);
-  // Exit 4: the child ended its file with a SnapshotEnd that says why (c.error): appended, that is
-  // the snapshot's one end record; a second one here made `snapshots` list the failure twice.
-  const bool said = appended && r == g_child && WIFEXITED(status) && WEXITSTATUS(status) == kChildSaidWhy;
+  // A torn file goes nowhere; one whose end record names its error is the snapshot's only end (a
+  // second one here made `snapshots` list the failure twice).
+  const bool appended = code != child::kExitFileTorn && writer_append_file(g_child_path);
+  const bool said = appended && code == child::kExitSaidWhy;
   if ((!ok || !appended) && !said) {
     char why[128];
-    child_failure_reason(r == g_child ? status : -1, wait_errno, why, sizeof(why));
+    child_failure_reason(r == g_child ? r : -1, status, wait_errno, why, sizeof(why));
     append_failure(g_child_index, why);
   }
   unlink(g_child_path);

@@ -317,10 +317,8 @@ struct Enumeration {
 
 bool make_slots(void *ctx, uint32_t n) {
   Enumeration &e = *static_cast<Enumeration *>(ctx);
-  e.slots = static_cast<Blocks *>(heap::alloc_zeroed(size_t(n) * sizeof(Blocks)));
-  if (!e.slots) return false;
-  for (uint32_t k = 0; k < n; ++k) new (&e.slots[k]) Blocks();
-  return true;
+  e.slots = arena_array<Blocks>(n);
+  return e.slots != nullptr;
 }
 
 void enumerate_piece(void *ctx, uint32_t k, uint32_t slot, uint32_t thread) {
@@ -465,6 +463,14 @@ bool enumerate_parallel(Child &c, uint32_t nthreads) {
 }
 
 }  // namespace
+
+// Room for `want` blocks in c's block arrays: reserve's growth, on the Child's own list.
+bool reserve_blocks(Child &c, uint64_t want) {
+  Blocks b = take(c);
+  const bool ok = reserve(b, want);
+  give(c, b);
+  return ok;
+}
 
 // (Declared in child_internal.h.)
 void enumerate_blocks(Child &c, uint32_t nthreads) {

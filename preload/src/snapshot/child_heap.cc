@@ -42,6 +42,12 @@ bool child_write(int fd, const void *p, size_t n) {
   return true;
 }
 
+// A frame cut or left out: the file ends at the last whole one (Child::file_torn).
+static void tear(Child &c, const char *why) {
+  if (!c.error) c.error = why;
+  c.file_torn = true;
+}
+
 // Compresses the pending records into one frame once they are big enough (or when forced).
 // Records cut by the arena running out (out.failed(), sticky) are not compressed: their lengths
 // would be wrong. Nothing is written after a frame that failed: the file ends at the last whole one.
@@ -50,24 +56,13 @@ void flush_frame(Child &c, bool force) {
     c.out.clear();
     return;
   }
-  if (c.out.failed()) {
-    if (!c.error) c.error = "out of memory (records)";
-    c.file_torn = true;
-    return;
-  }
+  if (c.out.failed()) return tear(c, "out of memory (records)");
   if (c.out.size() == 0 || (!force && c.out.size() < (4u << 20))) return;
   size_t bound = ZSTD_compressBound(c.out.size());
   c.frame.clear();
-  if (!c.frame.reserve(bound)) {
-    if (!c.error) c.error = "out of memory";
-    c.file_torn = true;
-    return;
-  }
+  if (!c.frame.reserve(bound)) return tear(c, "out of memory");
   size_t z = ZSTD_compress2(c.zstd, c.frame.data(), bound, c.out.data(), c.out.size());
-  if (ZSTD_isError(z) || !child_write(c.fd, c.frame.data(), z)) {
-    if (!c.error) c.error = "cannot write";
-    c.file_torn = true;
-  }
+  if (ZSTD_isError(z) || !child_write(c.fd, c.frame.data(), z)) tear(c, "cannot write");
   c.out.clear();
 }
 
@@ -101,10 +96,7 @@ bool compress_chunk(FrameContexts &z, uint32_t thread, const wire::Buf &records,
 void write_frame(Child &c, const wire::Buf &frame, size_t len) {
   if (!len) return;
   flush_frame(c, true);  // (the records before the chunk's first)
-  if (!c.error && !c.file_torn && !child_write(c.fd, frame.data(), len)) {
-    c.error = "cannot write";
-    c.file_torn = true;
-  }
+  if (!c.error && !c.file_torn && !child_write(c.fd, frame.data(), len)) tear(c, "cannot write");
 }
 
 constexpr size_t kMaxExcluded = 3 * shadow::kTopEntries + 8;
@@ -140,30 +132,6 @@ bool is_ours(const Mapping &m) {
   // mimalloc answers for addresses past a segment's first page.
   if (m.path[0] || m.end - m.start <= 4096) return false;
   return heap::owns(reinterpret_cast<void *>(m.start + 4096));
-}
-
-// Room for `want` blocks in the block arrays (grown by copying: the child's arena never frees).
-bool reserve_blocks(Child &c, uint64_t want) {
-  if (want <= c.cap) return true;
-  if (want > UINT32_MAX - 1) want = UINT32_MAX - 1;
-  if (want <= c.cap) {
-    c.error = "too many blocks";
-    return false;
-  }
-  auto *na = static_cast<uint64_t *>(heap::grow(c.addr, size_t(want) * 8));
-  auto *ns = static_cast<uint64_t *>(heap::grow(c.size, size_t(want) * 8));
-  auto *ni = static_cast<uint64_t *>(heap::grow(c.sampled, size_t(want + 63) / 64 * 8));
-  auto *nk = static_cast<uint32_t *>(heap::grow(c.chunk, size_t(want) * 4));
-  if (!na || !ns || !ni || !nk) {
-    c.error = "out of memory (blocks)";
-    return false;
-  }
-  c.addr = na;
-  c.size = ns;
-  c.sampled = ni;
-  c.chunk = nk;
-  c.cap = uint32_t(want);
-  return true;
 }
 
 // Adds the pools' objects to the (address-ordered) block list. A malloc block that holds pool
@@ -465,10 +433,8 @@ struct BlockWork {
 
 bool make_block_slots(void *ctx, uint32_t n) {
   BlockWork &w = *static_cast<BlockWork *>(ctx);
-  w.slots = static_cast<BlockWork::Slot *>(heap::alloc_zeroed(size_t(n) * sizeof(BlockWork::Slot)));
-  if (!w.slots) return false;
-  for (uint32_t k = 0; k < n; ++k) new (&w.slots[k]) BlockWork::Slot();
-  return true;
+  w.slots = arena_array<BlockWork::Slot>(n);
+  return w.slots != nullptr;
 }
 
 void encode_chunk(void *ctx, uint32_t k, uint32_t slot, uint32_t thread) {

@@ -8,8 +8,10 @@
 #pragma once
 #include <cstddef>
 #include <cstdint>
+#include <new>
 
 #include "core/common.h"
+#include "core/private_heap.h"
 #include "core/proc_maps.h"
 #include "intercept/usable_size.h"
 #include "output/wire_encoder.h"
@@ -221,7 +223,16 @@ struct FrameContexts {
 bool compress_chunk(FrameContexts &z, uint32_t thread, const wire::Buf &records, wire::Buf &frame, size_t *len);
 void write_frame(Child &c, const wire::Buf &frame, size_t len);
 bool is_ours(const Mapping &m);
-bool reserve_blocks(Child &c, uint64_t want);
+bool reserve_blocks(Child &c, uint64_t want);  // (child_enumerate.cc)
+// n value-initialised T in the child's arena, nullptr when it has no room (the scan threads'
+// slots: threads::ordered's make_slots).
+template <class T>
+T *arena_array(size_t n) {
+  auto *p = static_cast<T *>(heap::alloc_zeroed(n * sizeof(T)));
+  if (p)
+    for (size_t k = 0; k < n; ++k) new (&p[k]) T();
+  return p;
+}
 void merge_pool_objects(Child &c);
 const char *module_of(const Child &c, long i, uint64_t *data_end);
 void mark_heap_mappings(Child &c);

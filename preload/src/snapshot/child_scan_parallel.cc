@@ -45,10 +45,8 @@ struct Scan {
 
 bool make_slots(void *ctx, uint32_t n) {
   Scan &s = *static_cast<Scan *>(ctx);
-  s.slots = static_cast<Slot *>(heap::alloc_zeroed(size_t(n) * sizeof(Slot)));
-  if (!s.slots) return false;
-  for (uint32_t k = 0; k < n; ++k) new (&s.slots[k]) Slot();
-  return true;
+  s.slots = arena_array<Slot>(n);
+  return s.slots != nullptr;
 }
 
 HS_POPCNT_CLONES void scan_chunk(void *ctx, uint32_t k, uint32_t slot, uint32_t thread) {

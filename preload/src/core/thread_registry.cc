@@ -233,7 +233,7 @@ static bool fall_may_wait(ThreadLocal &t) {
   const int64_t bias = t.heap_bias, heap = g_totals.heap.load(std::memory_order_relaxed);
   const int64_t after = heap + (t.counters.heap_delta - bias);
   const int64_t high = std::max(g_totals.peak.load(std::memory_order_relaxed), heap + (t.heap_delta_max - bias));
-  const int64_t slack = 2 * std::max(g_totals.fold_room.load(std::memory_order_relaxed), widest_fold_room());
+  const int64_t slack = 2 * widest_fold_room();  // (the widest: every room given out, the current one too)
   return after - slack >= high - high / 100 * int64_t(config.snapshot_peak_pct);
 }
 

@@ -3,6 +3,7 @@
 #include <zstd.h>
 
 #include "../../proto/flush_hash.h"
+#include "../../proto/frame_hint.h"
 
 #include <cstring>
 #include <vector>
@@ -70,15 +71,28 @@ void CaptureFileWriter::compress(bool end) {
   // call declares its size; flushed ones do not.
   ZSTD_inBuffer in = {pending_.data(), pending_.size(), 0};
   std::vector<char> out(ZSTD_CStreamOutSize());
+  // A hinted frame is kept whole until its size and hash are known.
+  const bool hinted = hints_ && end && !frame_open_;
+  std::string whole;
   for (;;) {
     ZSTD_outBuffer o = {out.data(), out.size(), 0};
     size_t left = ZSTD_compressStream2(cctx_, &o, &in, end ? ZSTD_e_end : ZSTD_e_flush);
-    if (ZSTD_isError(left) || fwrite(out.data(), 1, o.pos, f_) != o.pos) {
+    if (ZSTD_isError(left) || (!hinted && fwrite(out.data(), 1, o.pos, f_) != o.pos)) {
       failed_ = true;
       break;
     }
+    if (hinted) whole.append(out.data(), o.pos);
     written_ += o.pos;
     if (left == 0) break;
+  }
+  if (hinted && !failed_) {
+    using namespace heapsnap_format;
+    const auto *z = reinterpret_cast<const uint8_t *>(whole.data());
+    uint8_t h[kFrameHintBytes];
+    put_frame_hint(h, FrameHint{record_fields(reinterpret_cast<const uint8_t *>(pending_.data()), pending_.size()),
+                                whole.size(), flush_hash(z, whole.size())});
+    failed_ = fwrite(h, 1, sizeof(h), f_) != sizeof(h) || fwrite(z, 1, whole.size(), f_) != whole.size();
+    written_ += sizeof(h);
   }
   frame_open_ = !end;
   pending_.clear();

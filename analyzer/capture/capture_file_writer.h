@@ -32,12 +32,16 @@ class CaptureFileWriter {
   uint64_t bytes_written() const { return written_; }
   // Frames auto-end when the pending records reach this many bytes (0 = only on end_frame()).
   void set_auto_frame_bytes(size_t n) { auto_frame_ = n; }
+  // Frames begun and ended in one call get a frame hint before them (proto/frame_hint.h), as the
+  // shim's snapshot child writes; off by default (tests place damage at known offsets).
+  void set_frame_hints(bool on) { hints_ = on; }
 
  private:
   void compress(bool end);
   FILE *f_ = nullptr;
   ZSTD_CCtx *cctx_ = nullptr;
   bool frame_open_ = false;
+  bool hints_ = false;
   std::string pending_;
   bool failed_ = false;
   int level_;

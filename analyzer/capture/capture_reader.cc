@@ -2,6 +2,7 @@
 #include "capture/decoded_batch.h"
 #include "capture/varint.h"
 #include "../../proto/flush_hash.h"
+#include "../../proto/frame_hint.h"
 
 #include <fcntl.h>
 #include <pthread.h>
@@ -362,6 +363,15 @@ struct DecodeRing {
   }
 };
 
+// Whether a frame whose hint names these fields may hold a record the filter keeps (always, with
+// no filter, or with a field the hint cannot name: bit 63).
+bool CaptureReader::wants_any(uint64_t fields) const {
+  if (!filter_ || (fields >> 63)) return true;
+  for (uint32_t f = 0; f < 63; ++f)
+    if ((fields >> f & 1) && filter_(f)) return true;
+  return false;
+}
+
 // Whether the record at p (len bytes) is skipped unparsed (see set_record_filter).
 bool CaptureReader::filtered(const uint8_t *p, uint64_t len) const {
   uint64_t tag = 0;
@@ -520,10 +530,13 @@ void CaptureReader::scan(uint64_t off, Frame &f, SeenFrames &seen) {
   auto *dctx = static_cast<ZSTD_DCtx *>(dctx_);
   f.problems.clear();
   f.skipped = 0;
+  f.stepped_over = 0;
   f.truncated = false;
   f.last = false;
   f.has_data = false;
   auto problem = [&f](uint64_t at, std::string what) { f.problems.push_back({at, std::move(what)}); };
+  heapsnap_format::FrameHint hint{};
+  uint64_t hint_at = 0, hint_for = UINT64_MAX;  // the last hint's offset, and that of the frame it describes
   while (off < size_) {
     const uint8_t *p = map_ + off;
     size_t avail = size_t(size_ - off);
@@ -612,9 +625,34 @@ void CaptureReader::scan(uint64_t off, Frame &f, SeenFrames &seen) {
       continue;
     }
     if (le32(p) != kZstdMagic) {
-      // A skippable frame (ours or anyone's): nothing to read in it.
+      // A skippable frame (ours or anyone's): nothing to read in it, but a frame hint about the next.
+      // A damaged hint is reported (and ignored): it loses nothing, but it is damage in the file.
+      switch (heapsnap_format::get_frame_hint(p, fsize, &hint)) {
+        case heapsnap_format::HintRead::kHint: hint_at = off; hint_for = off + fsize; break;
+        case heapsnap_format::HintRead::kDamaged:
+          problem(off, "frame hint at " + hex_offset(off) + " is damaged (its length or its check); ignored");
+          hint_for = UINT64_MAX;
+          break;
+        case heapsnap_format::HintRead::kNone: break;
+      }
       off += fsize;
       continue;
+    }
+    if (hint_for != UINT64_MAX) {
+      // The frame a hint describes comes right after it, with the size it names.
+      const bool described = hint_for == off && hint.frame_size == fsize;
+      hint_for = UINT64_MAX;
+      if (!described) {
+        problem(hint_at, "frame hint at " + hex_offset(hint_at) + " does not describe the frame after it; ignored");
+      } else if (!wants_any(hint.fields)) {
+        // Stepped over undecompressed when it holds nothing wanted and its bytes are the ones the
+        // hint hashed (a damaged frame is read, and reported, as any other).
+        if (heapsnap_format::flush_hash(p, fsize) == hint.hash) {
+          ++f.stepped_over;
+          off += fsize;
+          continue;
+        }
+      }
     }
     uint64_t key = (uint64_t(le32(p + fsize - 4)) << 32) ^ fsize;
     bool repeated = false;
@@ -757,6 +795,8 @@ bool CaptureReader::consume(Frame &f, const RecordFn &fn) {
   for (auto &pr : f.problems) problems_.push_back(std::move(pr));
   f.problems.clear();
   skipped_ += f.skipped;
+  stepped_over_ += f.stepped_over;
+  f.stepped_over = 0;
   if (f.truncated) truncated_ = true;
   if (!f.has_data) return true;
   ++frames_;

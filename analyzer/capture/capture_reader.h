@@ -60,6 +60,9 @@ class CaptureReader {
   const std::vector<Problem> &problems() const { return problems_; }
   uint64_t frames_read() const { return frames_; }
   uint64_t records_read() const { return records_; }
+  // Frames not decompressed: their frame hints (proto/frame_hint.h) say they hold only records
+  // the filter skips, and their bytes hash to the hint's value.
+  uint64_t frames_stepped_over() const { return stepped_over_; }
 
   // Only records whose body field (see Record in proto/heapsnap.proto) passes `keep` are parsed;
   // the others are skipped unparsed (a query that needs no events skips them cheaply).
@@ -127,6 +130,7 @@ class CaptureReader {
   struct Frame {
     std::vector<Problem> problems;
     uint64_t skipped = 0;
+    uint64_t stepped_over = 0;  // frames left compressed: their hints say no wanted record is in them
     bool truncated = false;
     bool last = false;      // the file ends: nothing more to scan
     bool has_data = false;  // buf holds a decompressed frame (and its padding)
@@ -147,6 +151,7 @@ class CaptureReader {
   void decode_ahead(const Frame &f, DecodeRing &ring, const std::function<void()> &ring_full);
   bool take_decoded(uint64_t frame_offset, uint64_t at);
   bool filtered(const uint8_t *p, uint64_t len) const;
+  bool wants_any(uint64_t fields) const;
   bool more_than_one_frame() const;
 
   std::string path_;
@@ -156,7 +161,7 @@ class CaptureReader {
   uint64_t body_offset_ = 0;
   bool truncated_ = false;
   uint64_t skipped_ = 0;
-  uint64_t frames_ = 0, records_ = 0;
+  uint64_t frames_ = 0, records_ = 0, stepped_over_ = 0;
   std::vector<Problem> problems_;
   Frame frame_;  // the frame being read (its buffer kept from pass to pass)
   ReadAhead read_ahead_ = ReadAhead::automatic;

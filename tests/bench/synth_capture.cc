@@ -41,6 +41,7 @@ int main(int argc, char **argv) {
   sg.to.clear();
   sg.to.shrink_to_fit();
   capture::CaptureFileWriter w(argv[3], 1, 0, 1);
+  w.set_frame_hints(true);  // as the shim's snapshot child writes them
   if (!w.ok()) {
     fprintf(stderr, "synth_capture: cannot create %s\n", argv[3]);
     return 1;

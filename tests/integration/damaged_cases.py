@@ -348,8 +348,8 @@ def case_cuts(a):
     spots = []  # (name, offset, frame index)
     for i, (off, size) in enumerate(frames[1:], 1):
         at_spots = {off + 1, off + 5, off + size - 2}
-        bl = blocks[i]
-        for j in sorted({0, len(bl) // 2, len(bl) - 1}) if len(frames) <= 14 else [len(bl) // 2]:
+        bl = blocks[i]  # (none in a skippable frame: a frame hint before a snapshot's frame)
+        for j in (sorted({0, len(bl) // 2, len(bl) - 1}) if len(frames) <= 14 else [len(bl) // 2]) if bl else []:
             b0, b1 = bl[j]
             at_spots.add((b0 + b1) // 2)
         for k, at in enumerate(sorted(at_spots)):

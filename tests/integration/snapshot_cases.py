@@ -518,6 +518,69 @@ def case_heap_threshold_threads(a):
           "the snapshot holds the 8 threads' blocks (%d blocks, %d bytes)" % (heap[0]["blocks"], heap[0]["heap_bytes"]))
 
 
+M64 = (1 << 64) - 1
+
+
+def flush_hash(data):
+    """proto/flush_hash.h's hash, in Python."""
+    k1, k2 = 0x9E3779B97F4A7C15, 0xC2B2AE3D27D4EB4F
+    n = len(data)
+    h = k2 ^ ((n * k1) & M64)
+    rot = lambda x: ((x << 31) | (x >> 33)) & M64
+    full = n - n % 8
+    for i in range(0, full, 8):
+        h ^= (int.from_bytes(data[i:i + 8], "little") * k1) & M64
+        h = (rot(h) * k2) & M64
+    if n % 8:
+        w = int.from_bytes(data[full:], "little")
+        h ^= ((w * k1) & M64) ^ (n % 8)
+        h = (rot(h) * k2) & M64
+    h ^= h >> 33
+    h = (h * k1) & M64
+    h ^= h >> 29
+    return h
+
+
+def case_frame_hints(a):
+    """The snapshot child's frames each come after a frame hint (proto/frame_hint.h) that names the
+    frame's size and the hash of its bytes, so that a reader wanting none of its records (the
+    snapshot list, a replay) steps over it undecompressed; what it lists is unchanged."""
+    prog = os.path.join(a.programs, "snapshot_patterns")
+    r, path = record(a, "frame_hints", [prog], ["--snapshot-at-exit"])
+    check(r.returncode == 0, "program exits 0 under the shim")
+    data = open(path, "rb").read()
+    # Hints are found by their first 8 bytes (magic 0x184D2A5D, payload length 32), each followed
+    # by its frame: the next hint, if any, comes right after it.
+    tag = bytes.fromhex("5d2a4d18") + (32).to_bytes(4, "little")
+    snapshot_fields = {13, 14}  # Record.snapshot_blocks, snapshot_edges (heapsnap.proto)
+    hints = good = body_only = 0
+    off = data.find(tag)
+    while off >= 0:
+        fields, size, h = (int.from_bytes(data[off + 8 + 8 * k:off + 16 + 8 * k], "little") for k in range(3))
+        own = int.from_bytes(data[off + 32:off + 40], "little")
+        frame = data[off + 40:off + 40 + size]
+        hints += 1
+        good += (len(frame) == size and frame[:4] == bytes.fromhex("28b52ffd") and flush_hash(frame) == h and
+                 flush_hash(data[off + 8:off + 32]) == own)
+        body_only += fields != 0 and all((fields >> f) & 1 == 0 or f in snapshot_fields for f in range(64))
+        off = data.find(tag, off + 40 + size)
+    check(hints >= 1 and good == hints, "the snapshot's frames have hints, each naming its frame's size and hash: "
+          "%d of %d" % (good, hints))
+    check(body_only >= 1, "a frame holds only the snapshot's blocks and edges, and its hint says so (%d)" % body_only)
+    snaps = hsnap_json(a, "snapshots", "--json", path)["snapshots"]
+    check(len(snaps) == 1 and snaps[0]["complete"] and snaps[0]["blocks"] > 0, "the list reads it whole: %s" % snaps)
+
+
+def case_child_name(a):
+    """The snapshot child names itself heapsnap-snap (in ps, top): the kept at-peak child lives as
+    long as the program, and it used to show under the forking thread's name, heapsnap-writer."""
+    r, path = record(a, "child_name", [edges(a), "child_name"], ["--snapshot-at-peak"])
+    check(r.returncode == 0, "program exits 0 (%s)" % r.stderr)
+    names = [l.split(" ", 1)[1] for l in r.stdout.splitlines() if l.startswith("child ")]
+    check("heapsnap-snap" in names, "a child of the program is named heapsnap-snap: %s" % names)
+    check("heapsnap-writer" not in names, "no child goes by the writer thread's name: %s" % names)
+
+
 def case_at_peak(a):
     """--snapshot-at-peak (issue 30.2): one at-peak snapshot, whose heap is within the percentage of
     the run's maximum, on a peak of a few milliseconds, on the highest of several peaks, and on a

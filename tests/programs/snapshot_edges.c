@@ -26,6 +26,9 @@
 //   dipping_rise  120 steps, each 8 blocks of 100,000 bytes and then 3 of them freed, the rest held
 //                 by a global: a rise of 800 KB and a dip of 300 KB a step, under 5% of the heap
 //                 from the 13th step on. The maximum is in the last step, 60,300,000.
+//   child_name    short_peak, then the names (comm) of the program's child processes, one
+//                 "child NAME" line each, once one is named heapsnap-snap (the kept at-peak
+//                 snapshot's child names itself as it starts; at most 60 s), or all of them then.
 //   peak_at_exit  100 blocks of 250,000 bytes held by a global until the end: the maximum is at exit.
 //   slow_growth   a 2 MB table from fixed_table at start, then 400 blocks of 100,000 bytes from
 //                 leak_slowly, all held by a global list: the heap grows steadily to 42 MB.
@@ -54,6 +57,7 @@
 //   grow          100 blocks of 100 bytes from grow_first, SIGUSR2 (a snapshot when recorded with
 //                 --snapshot-on-signal=USR2), then 50 of 200 bytes from grow_second, SIGUSR2.
 #define _GNU_SOURCE
+#include <dirent.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdatomic.h>
@@ -225,6 +229,41 @@ static int short_peak(void) {
   for (int i = 0; i < 100; i++) p[i] = malloc(250000);
   for (int i = 0; i < 100; i++) free(p[i]);
   printf("peak %d\n", 100 * 250000);
+  return 0;
+}
+
+// The names of this process's children (from /proc/PID/stat, whose fourth field is the parent);
+// 1 if one of them is `want`.
+static int print_children(const char *want, int print) {
+  int found = 0;
+  DIR *d = opendir("/proc");
+  if (!d) return 0;
+  struct dirent *e;
+  while ((e = readdir(d))) {
+    char path[300], buf[512], name[64];
+    int pid, ppid;
+    if (e->d_name[0] < '1' || e->d_name[0] > '9') continue;
+    snprintf(path, sizeof(path), "/proc/%s/stat", e->d_name);
+    FILE *f = fopen(path, "r");
+    if (!f) continue;
+    size_t n = fread(buf, 1, sizeof(buf) - 1, f);
+    fclose(f);
+    buf[n] = 0;
+    char *close_paren = strrchr(buf, ')'), *open_paren = strchr(buf, '(');
+    if (!close_paren || !open_paren || sscanf(buf, "%d", &pid) != 1) continue;
+    if (sscanf(close_paren + 1, " %*c %d", &ppid) != 1 || ppid != getpid()) continue;
+    snprintf(name, sizeof(name), "%.*s", (int)(close_paren - open_paren - 1), open_paren + 1);
+    if (!strcmp(name, want)) found = 1;
+    if (print) printf("child %s\n", name);
+  }
+  closedir(d);
+  return found;
+}
+
+static int child_name(void) {
+  short_peak();
+  for (int i = 0; i < 600 && !print_children("heapsnap-snap", 0); i++) usleep(100000);
+  print_children("heapsnap-snap", 1);
   return 0;
 }
 
@@ -513,6 +552,7 @@ int main(int argc, char **argv) {
   if (!strcmp(m, "peak")) return peak();
   if (!strcmp(m, "peak_threads")) return peak_threads();
   if (!strcmp(m, "short_peak")) return short_peak();
+  if (!strcmp(m, "child_name")) return child_name();
   if (!strcmp(m, "rss_burst")) return rss_burst();
   if (!strcmp(m, "rss_mapped")) return rss_mapped();
   if (!strcmp(m, "several_peaks")) return several_peaks();

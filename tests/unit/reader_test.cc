@@ -6,12 +6,14 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <cstring>
 #include <fstream>
 #include <string>
 #include <vector>
 
 #include "capture/capture_file_writer.h"
 #include "capture/capture_reader.h"
+#include "../../proto/frame_hint.h"
 
 using heapsnap::capture::CaptureFileWriter;
 using heapsnap::capture::CaptureReader;
@@ -438,5 +440,131 @@ TEST_CASE("reader: the read-ahead thread gives the same records, problems and fi
     return !(rec.has_marker() && ++seen == 45);
   });
   CHECK(seen == 45);
+  unlink(path.c_str());
+}
+
+// Frame hints (proto/frame_hint.h): frames of markers, each after a hint, with a Process record
+// in the first; a reader that wants only Process records steps over the others.
+namespace {
+std::vector<uint64_t> write_hinted(const std::string &path, int frames, int per_frame) {
+  CaptureFileWriter w(path);
+  w.set_frame_hints(true);
+  std::vector<uint64_t> frame_ends;
+  heapsnap::wire::Record r;
+  r.mutable_process()->set_pid(4242);
+  w.add(r);
+  int n = 0;
+  for (int f = 0; f < frames; ++f) {
+    for (int i = 0; i < per_frame; ++i) {
+      heapsnap::wire::Record m;
+      m.mutable_marker()->set_time_ns(uint64_t(n));
+      m.mutable_marker()->set_text("marker " + std::to_string(n++));
+      w.add(m);
+    }
+    w.end_frame();
+    frame_ends.push_back(w.bytes_written());
+  }
+  REQUIRE(w.close());
+  return frame_ends;
+}
+
+int count_processes(CaptureReader &r) {
+  int n = 0;
+  r.set_record_filter([](uint32_t f) { return f == heapsnap::wire::Record::kProcessFieldNumber; });
+  r.for_each_record([&](const heapsnap::wire::Record &rec, const heapsnap::capture::RecordPos &) {
+    n += rec.has_process();
+    return true;
+  });
+  return n;
+}
+}  // namespace
+
+TEST_CASE("frame hints: the fields of a frame's records") {
+  heapsnap::wire::Record a, b;
+  a.mutable_process()->set_pid(1);
+  b.mutable_marker()->set_text("x");
+  std::string bytes;
+  for (auto *r : {&a, &b}) {
+    std::string body = r->SerializeAsString();
+    bytes.push_back(char(body.size()));
+    bytes += body;
+  }
+  const auto *p = reinterpret_cast<const uint8_t *>(bytes.data());
+  CHECK(heapsnap_format::record_fields(p, bytes.size()) ==
+        (heapsnap_format::field_bit(heapsnap::wire::Record::kProcessFieldNumber) |
+         heapsnap_format::field_bit(heapsnap::wire::Record::kMarkerFieldNumber)));
+  // A length past the end: every field (a reader then steps over nothing).
+  CHECK(heapsnap_format::record_fields(p, bytes.size() - 1) == ~uint64_t(0));
+  CHECK(heapsnap_format::record_fields(p, 0) == 0);
+}
+
+TEST_CASE("frame hints: frames with nothing wanted are stepped over, everything else is read as before") {
+  std::string path = temp_path("hinted.hsnap");
+  write_hinted(path, 5, 40);
+  {
+    auto r = open_capture(path);
+    CHECK(count_processes(*r) == 1);
+    CHECK(r->frames_stepped_over() == 4);  // the first frame holds the Process record
+    CHECK(r->frames_read() == 1);
+    CHECK(r->problems().empty());
+  }
+  {
+    // No filter: every frame read, every marker there (an older reader skips the hints alike).
+    auto r = check_reads_whole(path, 200);
+    CHECK(r->frames_stepped_over() == 0);
+  }
+  unlink(path.c_str());
+}
+
+TEST_CASE("frame hints: a damaged frame is read, and reported, whatever its hint says") {
+  std::string path = temp_path("hinted-flip.hsnap");
+  auto ends = write_hinted(path, 5, 40);
+  std::string data = slurp(path);
+  // The third frame: its hint's 32 bytes, then the frame; a byte flipped in the frame's middle.
+  uint64_t start = ends[1] + heapsnap_format::kFrameHintBytes, end = ends[2];
+  std::string bad = data;
+  bad[(start + end) / 2] = char(bad[(start + end) / 2] ^ 0x5a);
+  spit(path, bad);
+  {
+    auto r = open_capture(path);
+    CHECK(count_processes(*r) == 1);
+    CHECK(r->frames_stepped_over() == 3);
+    CHECK(!r->problems().empty());
+  }
+  // A damaged hint (here the size it names) is reported at its offset, and ignored: the frame
+  // after it is read, whole.
+  bad = data;
+  uint64_t size;
+  memcpy(&size, bad.data() + ends[1] + 16, 8);
+  size += 1;
+  memcpy(bad.data() + ends[1] + 16, &size, 8);
+  spit(path, bad);
+  {
+    auto r = open_capture(path);
+    CHECK(count_processes(*r) == 1);
+    CHECK(r->frames_stepped_over() == 3);
+    CHECK(r->frames_read() == 2);
+    REQUIRE(r->problems().size() == 1);
+    CHECK(r->problems()[0].offset == ends[1]);
+    CHECK(r->problems()[0].what.find("frame hint") != std::string::npos);
+    r = open_capture(path);
+    CHECK(read_markers(*r).size() == 200);
+  }
+  // Hint and check both rewritten to name a wrong size: the hint passes its own check but does
+  // not describe its frame; said, and the frame is read.
+  bad = data;
+  heapsnap_format::FrameHint h;
+  REQUIRE(heapsnap_format::get_frame_hint(reinterpret_cast<const uint8_t *>(bad.data()) + ends[1],
+                                          heapsnap_format::kFrameHintBytes, &h) == heapsnap_format::HintRead::kHint);
+  h.frame_size += 1;
+  heapsnap_format::put_frame_hint(reinterpret_cast<uint8_t *>(bad.data()) + ends[1], h);
+  spit(path, bad);
+  {
+    auto r = open_capture(path);
+    CHECK(count_processes(*r) == 1);
+    CHECK(r->frames_read() == 2);
+    REQUIRE(r->problems().size() == 1);
+    CHECK(r->problems()[0].what.find("does not describe") != std::string::npos);
+  }
   unlink(path.c_str());
 }

@@ -19,6 +19,8 @@
 #include "tables/info_shadow.h"
 #include "tables/pools.h"
 #include "tables/sampled_blocks.h"
+#include "../../../proto/flush_hash.h"
+#include "../../../proto/frame_hint.h"
 
 namespace hs::snapshot::child {
 
@@ -48,6 +50,8 @@ static void tear(Child &c, const char *why) {
   c.file_torn = true;
 }
 
+static bool hinted_frame(ZSTD_CCtx *z, const wire::Buf &records, wire::Buf &frame, size_t *len);
+
 // Compresses the pending records into one frame once they are big enough (or when forced).
 // Records cut by the arena running out (out.failed(), sticky) are not compressed: their lengths
 // would be wrong. Nothing is written after a frame that failed: the file ends at the last whole one.
@@ -58,12 +62,25 @@ void flush_frame(Child &c, bool force) {
   }
   if (c.out.failed()) return tear(c, "out of memory (records)");
   if (c.out.size() == 0 || (!force && c.out.size() < (4u << 20))) return;
-  size_t bound = ZSTD_compressBound(c.out.size());
-  c.frame.clear();
-  if (!c.frame.reserve(bound)) return tear(c, "out of memory");
-  size_t z = ZSTD_compress2(c.zstd, c.frame.data(), bound, c.out.data(), c.out.size());
-  if (ZSTD_isError(z) || !child_write(c.fd, c.frame.data(), z)) tear(c, "cannot write");
+  size_t len = 0;
+  if (!hinted_frame(c.zstd, c.out, c.frame, &len)) return tear(c, "out of memory");
+  if (!child_write(c.fd, c.frame.data(), len)) tear(c, "cannot write");
   c.out.clear();
+}
+
+// records compressed into frame, after the frame hint (proto/frame_hint.h) that lets a reader
+// that wants none of their fields step over the frame undecompressed: *len bytes in all.
+static bool hinted_frame(ZSTD_CCtx *z, const wire::Buf &records, wire::Buf &frame, size_t *len) {
+  using namespace heapsnap_format;
+  const size_t bound = ZSTD_compressBound(records.size());
+  frame.clear();
+  if (!frame.reserve(kFrameHintBytes + bound)) return false;
+  uint8_t *out = frame.data();
+  const size_t n = ZSTD_compress2(z, out + kFrameHintBytes, bound, records.data(), records.size());
+  if (ZSTD_isError(n)) return false;
+  put_frame_hint(out, FrameHint{record_fields(records.data(), records.size()), n, flush_hash(out + kFrameHintBytes, n)});
+  *len = kFrameHintBytes + n;
+  return true;
 }
 
 void *zalloc(void *, size_t n) { return heap::alloc(n); }
@@ -84,13 +101,7 @@ bool compress_chunk(FrameContexts &z, uint32_t thread, const wire::Buf &records,
   if (!records.size()) return true;
   if (thread >= kFrameThreads) return false;
   if (!z.zstd[thread] && !(z.zstd[thread] = make_zstd())) return false;
-  const size_t bound = ZSTD_compressBound(records.size());
-  frame.clear();
-  if (!frame.reserve(bound)) return false;
-  const size_t n = ZSTD_compress2(z.zstd[thread], frame.data(), bound, records.data(), records.size());
-  if (ZSTD_isError(n)) return false;
-  *len = n;
-  return true;
+  return hinted_frame(z.zstd[thread], records, frame, len);
 }
 
 void write_frame(Child &c, const wire::Buf &frame, size_t len) {

@@ -2,6 +2,7 @@
 
 #include <poll.h>
 #include <signal.h>
+#include <sys/prctl.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 #define ZSTD_STATIC_LINKING_ONLY  // ZSTD_createCCtx_advanced: the child allocates from its arena
@@ -99,6 +100,9 @@ uint64_t wait_for_go(int fd, uint64_t program_pid) {
   sa.sa_handler = on_child_fault;
   sigaction(SIGSEGV, &sa, nullptr);
   sigaction(SIGBUS, &sa, nullptr);
+  // Its own name in ps and top: the fork took the forking thread's (heapsnap-writer, or the
+  // program's thread), and a frozen at-peak child can live as long as the program.
+  prctl(PR_SET_NAME, "heapsnap-snap", 0, 0, 0);
   uint64_t frozen_pause = a.go_fd >= 0 ? wait_for_go(a.go_fd, a.program_pid) : 0;
   uint64_t arena_lo = 0, arena_hi = 0;
   if (!heap::switch_to_child_arena(kChildArenaBytes, &arena_lo, &arena_hi)) child_exit(kExitNoMemory);

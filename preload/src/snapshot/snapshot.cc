@@ -536,6 +536,8 @@ void child_failure_reason(pid_t r, int status, int wait_errno, char *why, size_t
     snprintf(why, cap, "snapshot child crashed (signal %d)", code - child::kExitCrashed);
   else if (code == child::kExitDone)
     snprintf(why, cap, "snapshot child's file could not be appended to the capture");
+  else if (code == child::kExitSaidWhy)
+    snprintf(why, cap, "snapshot child stopped early, and its file (which says why) could not be appended to the capture");
   else
     snprintf(why, cap, "snapshot child failed (exit status %d)", code);
 }

@@ -566,5 +566,16 @@ TEST_CASE("frame hints: a damaged frame is read, and reported, whatever its hint
     REQUIRE(r->problems().size() == 1);
     CHECK(r->problems()[0].what.find("does not describe") != std::string::npos);
   }
+  // A hint repeated (a duplicated frame, as damaged_cases makes): the first describes no frame.
+  bad = data.substr(0, ends[1] + heapsnap_format::kFrameHintBytes) + data.substr(ends[1]);
+  spit(path, bad);
+  {
+    auto r = open_capture(path);
+    CHECK(count_processes(*r) == 1);
+    CHECK(r->frames_stepped_over() == 4);
+    REQUIRE(r->problems().size() == 1);
+    CHECK(r->problems()[0].offset == ends[1]);
+    CHECK(r->problems()[0].what.find("does not describe") != std::string::npos);
+  }
   unlink(path.c_str());
 }

@@ -537,6 +537,9 @@ void CaptureReader::scan(uint64_t off, Frame &f, SeenFrames &seen) {
   auto problem = [&f](uint64_t at, std::string what) { f.problems.push_back({at, std::move(what)}); };
   heapsnap_format::FrameHint hint{};
   uint64_t hint_at = 0, hint_for = UINT64_MAX;  // the last hint's offset, and that of the frame it describes
+  auto stray_hint = [&] {
+    problem(hint_at, "frame hint at " + hex_offset(hint_at) + " does not describe the frame after it; ignored");
+  };
   while (off < size_) {
     const uint8_t *p = map_ + off;
     size_t avail = size_t(size_ - off);
@@ -629,7 +632,7 @@ void CaptureReader::scan(uint64_t off, Frame &f, SeenFrames &seen) {
       // A damaged hint is reported (and ignored): it loses nothing, but it is damage in the file.
       // So is one followed by another (a hint repeated, frames swapped): it describes no frame.
       if (hint_for != UINT64_MAX && le32(p) == heapsnap_format::kFrameHintMagic) {
-        problem(hint_at, "frame hint at " + hex_offset(hint_at) + " does not describe the frame after it; ignored");
+        stray_hint();
         hint_for = UINT64_MAX;
       }
       switch (heapsnap_format::get_frame_hint(p, fsize, &hint)) {
@@ -648,7 +651,7 @@ void CaptureReader::scan(uint64_t off, Frame &f, SeenFrames &seen) {
       const bool described = hint_for == off && hint.frame_size == fsize;
       hint_for = UINT64_MAX;
       if (!described) {
-        problem(hint_at, "frame hint at " + hex_offset(hint_at) + " does not describe the frame after it; ignored");
+        stray_hint();
       } else if (!wants_any(hint.fields)) {
         // Stepped over undecompressed when it holds nothing wanted and its bytes are the ones the
         // hint hashed (a damaged frame is read, and reported, as any other).

@@ -17,7 +17,7 @@ import sys
 import time
 
 import casekit
-from casekit import fail, check
+from casekit import fail, check, flush_hash
 
 N1, N2 = 1000, 3000
 
@@ -328,25 +328,6 @@ def case_arenas(r, a):
     check(b"arenas 1\n" in nat.stdout, "arenas: natively one arena (%r)" % nat.stdout)
     for sample in ("1", "65536"):
         r.same_behaviour(a.c_prog, "arenas", 1, sample=sample)
-
-
-def flush_hash(b):
-    """proto/flush_hash.h, written again: a second implementation checks the shim's."""
-    m, k1, k2 = (1 << 64) - 1, 0x9E3779B97F4A7C15, 0xC2B2AE3D27D4EB4F
-    n = len(b)
-    h = k2 ^ ((n * k1) & m)
-    rot = lambda x: ((x << 31) | (x >> 33)) & m
-    i = 0
-    while n - i >= 8:
-        h ^= (int.from_bytes(b[i:i + 8], "little") * k1) & m
-        h = (rot(h) * k2) & m
-        i += 8
-    if i < n:
-        h ^= ((int.from_bytes(b[i:] + bytes(8 - (n - i)), "little") * k1) & m) ^ (n - i)
-        h = (rot(h) * k2) & m
-    h ^= h >> 33
-    h = (h * k1) & m
-    return h ^ (h >> 29)
 
 
 def flush_ends(frame_bytes):

@@ -66,3 +66,22 @@ def main(scope, paths, runner=None, options=()):
     else:
         cases[a.case](a)
     print("PASS")
+
+
+def flush_hash(b):
+    """proto/flush_hash.h, written again: a second implementation checks the shim's."""
+    m, k1, k2 = (1 << 64) - 1, 0x9E3779B97F4A7C15, 0xC2B2AE3D27D4EB4F
+    n = len(b)
+    h = k2 ^ ((n * k1) & m)
+    rot = lambda x: ((x << 31) | (x >> 33)) & m
+    i = 0
+    while n - i >= 8:
+        h ^= (int.from_bytes(b[i:i + 8], "little") * k1) & m
+        h = (rot(h) * k2) & m
+        i += 8
+    if i < n:
+        h ^= ((int.from_bytes(b[i:] + bytes(8 - (n - i)), "little") * k1) & m) ^ (n - i)
+        h = (rot(h) * k2) & m
+    h ^= h >> 33
+    h = (h * k1) & m
+    return h ^ (h >> 29)

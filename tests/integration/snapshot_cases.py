@@ -15,7 +15,7 @@ import sys
 import time
 
 import casekit
-from casekit import fail, check
+from casekit import fail, check, flush_hash
 
 
 def run(cmd, **kw):
@@ -516,29 +516,6 @@ def case_heap_threshold_threads(a):
     check(m is not None and int(m.group(1)) >= 1000000, "its label says when and at what heap it was crossed (%s)" % heap[0]["label"])
     check(heap[0]["blocks"] >= 8 and heap[0]["heap_bytes"] >= 8 * 200000,
           "the snapshot holds the 8 threads' blocks (%d blocks, %d bytes)" % (heap[0]["blocks"], heap[0]["heap_bytes"]))
-
-
-M64 = (1 << 64) - 1
-
-
-def flush_hash(data):
-    """proto/flush_hash.h's hash, in Python."""
-    k1, k2 = 0x9E3779B97F4A7C15, 0xC2B2AE3D27D4EB4F
-    n = len(data)
-    h = k2 ^ ((n * k1) & M64)
-    rot = lambda x: ((x << 31) | (x >> 33)) & M64
-    full = n - n % 8
-    for i in range(0, full, 8):
-        h ^= (int.from_bytes(data[i:i + 8], "little") * k1) & M64
-        h = (rot(h) * k2) & M64
-    if n % 8:
-        w = int.from_bytes(data[full:], "little")
-        h ^= ((w * k1) & M64) ^ (n % 8)
-        h = (rot(h) * k2) & M64
-    h ^= h >> 33
-    h = (h * k1) & M64
-    h ^= h >> 29
-    return h
 
 
 def case_frame_hints(a):

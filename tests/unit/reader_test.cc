@@ -24,9 +24,11 @@ std::string temp_path(const char *name) {
   return std::string(P_tmpdir) + "/heapsnap-test-" + std::to_string(getpid()) + "-" + name;
 }
 
-// A capture of `frames` frames, each holding `per_frame` Marker records numbered in order.
-std::vector<uint64_t> write_markers(const std::string &path, int frames, int per_frame) {
+// A capture of `frames` frames, each holding `per_frame` Marker records numbered in order, the
+// first a Process record too; with `hints`, each frame after a frame hint (proto/frame_hint.h).
+std::vector<uint64_t> write_markers(const std::string &path, int frames, int per_frame, bool hints = false) {
   CaptureFileWriter w(path);
+  w.set_frame_hints(hints);
   std::vector<uint64_t> frame_ends;
   heapsnap::wire::Record r;
   r.mutable_process()->set_pid(4242);
@@ -443,31 +445,8 @@ TEST_CASE("reader: the read-ahead thread gives the same records, problems and fi
   unlink(path.c_str());
 }
 
-// Frame hints (proto/frame_hint.h): frames of markers, each after a hint, with a Process record
-// in the first; a reader that wants only Process records steps over the others.
+// Frame hints: a reader that wants only Process records steps over the frames of markers alone.
 namespace {
-std::vector<uint64_t> write_hinted(const std::string &path, int frames, int per_frame) {
-  CaptureFileWriter w(path);
-  w.set_frame_hints(true);
-  std::vector<uint64_t> frame_ends;
-  heapsnap::wire::Record r;
-  r.mutable_process()->set_pid(4242);
-  w.add(r);
-  int n = 0;
-  for (int f = 0; f < frames; ++f) {
-    for (int i = 0; i < per_frame; ++i) {
-      heapsnap::wire::Record m;
-      m.mutable_marker()->set_time_ns(uint64_t(n));
-      m.mutable_marker()->set_text("marker " + std::to_string(n++));
-      w.add(m);
-    }
-    w.end_frame();
-    frame_ends.push_back(w.bytes_written());
-  }
-  REQUIRE(w.close());
-  return frame_ends;
-}
-
 int count_processes(CaptureReader &r) {
   int n = 0;
   r.set_record_filter([](uint32_t f) { return f == heapsnap::wire::Record::kProcessFieldNumber; });
@@ -500,7 +479,7 @@ TEST_CASE("frame hints: the fields of a frame's records") {
 
 TEST_CASE("frame hints: frames with nothing wanted are stepped over, everything else is read as before") {
   std::string path = temp_path("hinted.hsnap");
-  write_hinted(path, 5, 40);
+  write_markers(path, 5, 40, true);
   {
     auto r = open_capture(path);
     CHECK(count_processes(*r) == 1);
@@ -518,7 +497,7 @@ TEST_CASE("frame hints: frames with nothing wanted are stepped over, everything 
 
 TEST_CASE("frame hints: a damaged frame is read, and reported, whatever its hint says") {
   std::string path = temp_path("hinted-flip.hsnap");
-  auto ends = write_hinted(path, 5, 40);
+  auto ends = write_markers(path, 5, 40, true);
   std::string data = slurp(path);
   // The third frame: its hint's 32 bytes, then the frame; a byte flipped in the frame's middle.
   uint64_t start = ends[1] + heapsnap_format::kFrameHintBytes, end = ends[2];

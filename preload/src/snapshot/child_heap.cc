@@ -50,7 +50,20 @@ static void tear(Child &c, const char *why) {
   c.file_torn = true;
 }
 
-static bool hinted_frame(ZSTD_CCtx *z, const wire::Buf &records, wire::Buf &frame, size_t *len);
+// records compressed into frame, after the frame hint (proto/frame_hint.h) that lets a reader
+// that wants none of their fields step over the frame undecompressed: *len bytes in all.
+static bool hinted_frame(ZSTD_CCtx *z, const wire::Buf &records, wire::Buf &frame, size_t *len) {
+  using namespace heapsnap_format;
+  const size_t bound = ZSTD_compressBound(records.size());
+  frame.clear();
+  if (!frame.reserve(kFrameHintBytes + bound)) return false;
+  uint8_t *out = frame.data();
+  const size_t n = ZSTD_compress2(z, out + kFrameHintBytes, bound, records.data(), records.size());
+  if (ZSTD_isError(n)) return false;
+  put_frame_hint(out, FrameHint{record_fields(records.data(), records.size()), n, flush_hash(out + kFrameHintBytes, n)});
+  *len = kFrameHintBytes + n;
+  return true;
+}
 
 // Compresses the pending records into one frame once they are big enough (or when forced).
 // Records cut by the arena running out (out.failed(), sticky) are not compressed: their lengths
@@ -66,21 +79,6 @@ void flush_frame(Child &c, bool force) {
   if (!hinted_frame(c.zstd, c.out, c.frame, &len)) return tear(c, "out of memory");
   if (!child_write(c.fd, c.frame.data(), len)) tear(c, "cannot write");
   c.out.clear();
-}
-
-// records compressed into frame, after the frame hint (proto/frame_hint.h) that lets a reader
-// that wants none of their fields step over the frame undecompressed: *len bytes in all.
-static bool hinted_frame(ZSTD_CCtx *z, const wire::Buf &records, wire::Buf &frame, size_t *len) {
-  using namespace heapsnap_format;
-  const size_t bound = ZSTD_compressBound(records.size());
-  frame.clear();
-  if (!frame.reserve(kFrameHintBytes + bound)) return false;
-  uint8_t *out = frame.data();
-  const size_t n = ZSTD_compress2(z, out + kFrameHintBytes, bound, records.data(), records.size());
-  if (ZSTD_isError(n)) return false;
-  put_frame_hint(out, FrameHint{record_fields(records.data(), records.size()), n, flush_hash(out + kFrameHintBytes, n)});
-  *len = kFrameHintBytes + n;
-  return true;
 }
 
 void *zalloc(void *, size_t n) { return heap::alloc(n); }

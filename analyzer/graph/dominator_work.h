@@ -41,6 +41,18 @@ struct Forest {
   uint32_t best;
 };
 
+// The consuming variant's DFS keeps, per node, where its edge list starts and, until the DFS
+// enters it, its first target; from then on its preorder number. Entering a node then takes one
+// miss (this record) before the descent into its first successor can go on, where separate
+// offsets[] and targets[] took two in a row (the targets' line could only be asked for once the
+// offset had come); and the preorder numbers take no array of their own. The list of v ends at
+// rec[v + 1].off.
+struct NodeRec {
+  uint32_t off;
+  uint32_t x;
+};
+static_assert(sizeof(NodeRec) == 2 * sizeof(uint32_t));
+
 // Accounts for the arrays alive at once, for DominatorTree::work_peak_bytes.
 class Meter {
  public:
@@ -64,6 +76,8 @@ struct Work {
                                       // semi, then idom: one array, four jobs
   std::unique_ptr<uint32_t[]> preds;  // stored predecessors, grouped by target
   std::unique_ptr<uint32_t[]> parent; // DFS tree parent
+  std::unique_ptr<NodeRec[]> rec;     // consuming variant: offsets and preorder numbers (NodeRec)
+  std::vector<uint64_t> seen;         // consuming variant: a bit per node the DFS entered
   uint32_t forest_from = 0;           // forest[forest_from ..] are made; the rest is not yet
   Meter meter;
   DominatorSteps steps;
@@ -90,8 +104,9 @@ class Lap {
 };
 
 // The late node's edges, made now that the DFS enters it, go at the end of g's targets (its
-// list is the last). 'counted': the graph's arrays are part of the meter (consuming variant).
-void add_late_edges(CsrGraph& g, const LateNode& late, const uint32_t* pre, bool counted, Work& w);
+// list is the last; g.offsets, unless the caller holds the offsets elsewhere, is updated).
+// 'counted': the graph's arrays are part of the meter (consuming variant).
+void add_late_edges(CsrGraph& g, const LateNode& late, const DfsView& dfs, bool counted, Work& w);
 
 // Gives the physical pages wholly inside [begin, end) back to the kernel. The range stays
 // allocated to its owner (and would read as zeros); for the dead tail of an array that is

@@ -24,7 +24,7 @@
 //    4N + 16n + 4b while the back/cross predecessors are collected, 20n + 4b in the main loop,
 //    4N + 12n at the end.
 //  * compute_dominators_consuming (the graph's arrays are the working space): graph + 4N + 4n
-//    + 8d in the DFS; 4N + 4b + 4N + 4n once the kept edges are compacted (the rest of the
+//    + 8d in the DFS (the offsets become 8-byte node records, offset and preorder number); 4N + 4b + 4N + 4n once the kept edges are compacted (the rest of the
 //    targets array is released); + 4n + 4b while they are grouped by target; then the graph
 //    and pre[] go, and 20n + 4b in the main loop as above, less the predecessor lists behind the
 //    sweep and the forest's entries ahead of it, which are made as it comes to them. b also
@@ -49,16 +49,16 @@
 namespace heapsnap::graph {
 namespace detail {
 
-void add_late_edges(CsrGraph& g, const LateNode& late, const uint32_t* pre, bool counted, Work& w) {
+void add_late_edges(CsrGraph& g, const LateNode& late, const DfsView& dfs, bool counted, Work& w) {
   Lap t0;
-  const std::vector<uint32_t> edges = late.edges(g, std::span<const uint32_t>(pre, g.num_nodes));
+  const std::vector<uint32_t> edges = late.edges(dfs);
   if (g.targets.size() + edges.size() > std::numeric_limits<uint32_t>::max())
     throw std::length_error("compute_dominators: the late node's edges make 2^32 edges or more");
   for (uint32_t t : edges)
     if (t >= g.num_nodes) throw std::invalid_argument("compute_dominators: a late edge's node id >= num_nodes");
   const size_t before = g.targets.capacity();
   g.targets.insert(g.targets.end(), edges.begin(), edges.end());
-  g.offsets[g.num_nodes] = static_cast<uint32_t>(g.targets.size());
+  if (!g.offsets.empty()) g.offsets[g.num_nodes] = static_cast<uint32_t>(g.targets.size());
   if (counted) {
     w.meter.add(g.targets.capacity() * 4);
     w.meter.sub(before * 4);
@@ -132,7 +132,7 @@ void depth_first(const CsrGraph& g, uint32_t root, Work& w, CsrGraph* grow, cons
         cursor[depth++] = e;
         if (depth > max_depth) max_depth = depth;
         if (t == late_node) {  // its edges are made now; the graph's arrays may move
-          add_late_edges(*grow, *late, pre, false, w);
+          add_late_edges(*grow, *late, DfsView::over(g, std::span<const uint32_t>(pre, num)), false, w);
           off = g.offsets.data();
           tgt = g.targets.data();
         }

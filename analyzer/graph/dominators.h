@@ -13,6 +13,42 @@ namespace heapsnap::graph {
 
 inline constexpr uint32_t kNoIdom = UINT32_MAX;
 
+// What a late node's maker may read while the DFS runs (LateNode): which nodes the DFS has
+// entered, with their preorder numbers, and the edges of the nodes it has not (the consuming
+// variant has rewritten the others'). A view over the DFS's own arrays, whatever their layout.
+class DfsView {
+ public:
+  // Over a graph and a preorder array (kNoIdom: not reached), as compute_dominators keeps them.
+  static DfsView over(const CsrGraph& g, std::span<const uint32_t> pre) {
+    return DfsView(g.num_nodes, g.offsets.data(), 1, g.targets.data(), pre.data(), 1, nullptr);
+  }
+  // Over interleaved arrays (stride in uint32_t), with reached nodes told by a bitmap.
+  DfsView(uint32_t num_nodes, const uint32_t* off, uint32_t off_stride, const uint32_t* tgt, const uint32_t* pre,
+          uint32_t pre_stride, const uint64_t* seen)
+      : num_(num_nodes), off_(off), off_stride_(off_stride), tgt_(tgt), pre_(pre), pre_stride_(pre_stride),
+        seen_(seen) {}
+
+  uint32_t num_nodes() const { return num_; }
+  bool reached(uint32_t v) const {
+    return seen_ ? (seen_[v >> 6] >> (v & 63)) & 1 : pre_[size_t{v} * pre_stride_] != UINT32_MAX;
+  }
+  // v's preorder number, or UINT32_MAX if the DFS has not entered v.
+  uint32_t preorder(uint32_t v) const { return reached(v) ? pre_[size_t{v} * pre_stride_] : UINT32_MAX; }
+  // v's successors; v must not be reached.
+  std::span<const uint32_t> successors(uint32_t v) const {
+    return {tgt_ + off_[size_t{v} * off_stride_], tgt_ + off_[size_t{v + 1} * off_stride_]};
+  }
+
+ private:
+  uint32_t num_;
+  const uint32_t* off_;
+  uint32_t off_stride_;
+  const uint32_t* tgt_;
+  const uint32_t* pre_;
+  uint32_t pre_stride_;
+  const uint64_t* seen_;
+};
+
 // A node whose edges are made only when the DFS enters it, from what the DFS has reached by
 // then: the leak node of snapshot/object_graph.h, last among the super root's successors, points
 // at the leaders of what the roots do not reach. The DFS already knows what it reached, so no
@@ -20,11 +56,9 @@ inline constexpr uint32_t kNoIdom = UINT32_MAX;
 // one, have no edges yet, and not be the root.
 struct LateNode {
   uint32_t node = UINT32_MAX;
-  // Called once, on entering node: reached[v] is v's preorder number, or UINT32_MAX if the DFS
-  // has not entered v. Only the edges of nodes not reached may be read from the graph (the
-  // consuming variant has rewritten the others). Returns node's successors, which are appended
-  // to the graph's targets (the node's list is the last).
-  std::function<std::vector<uint32_t>(const CsrGraph& g, std::span<const uint32_t> reached)> edges;
+  // Called once, on entering node, with what the DFS has reached by then. Returns node's
+  // successors, which are appended to the graph's targets (the node's list is the last).
+  std::function<std::vector<uint32_t>(const DfsView& dfs)> edges;
 };
 
 // Seconds spent in each step (for --stats and the benchmarks): wall time, and the CPU time of

@@ -161,8 +161,8 @@ ObjectGraph build_object_graph(HeapSnapshot &s, const GraphOptions &o) {
   graph::LateNode late;
   if (o.leak_clusters) {
     late.node = g.leak_node;
-    late.edges = [&g, blocks](const graph::CsrGraph &csr, std::span<const uint32_t> reached) {
-      LeakCliques lc = leak_cliques_unreached(csr, 1, blocks, reached);
+    late.edges = [&g, blocks](const graph::DfsView &dfs) {
+      LeakCliques lc = leak_cliques_unreached(dfs, 1, blocks);
       g.leaks.reserve(lc.leader.size());
       for (size_t i = 0; i < lc.leader.size(); ++i) g.leaks.push_back({lc.leader[i], bool(lc.cycle[i])});
       return std::move(lc.leader);

@@ -95,8 +95,8 @@ inline bool test_set(std::vector<uint64_t> &bits, uint32_t v) {
 
 // Cliques, in address order, over what reached(v) says was not reached: as classify() makes
 // them. 'claimed' has a bit per node, set for the reached ones or clear (reached() tells).
-template <class Reached>
-LeakCliques cliques_among(const graph::CsrGraph &g, uint32_t first_block, uint32_t num_blocks, Reached reached,
+template <class Graph, class Reached>
+LeakCliques cliques_among(const Graph &g, uint32_t first_block, uint32_t num_blocks, Reached reached,
                           std::vector<uint64_t> &claimed) {
   LeakCliques out;
   std::vector<uint32_t> stack;
@@ -160,11 +160,11 @@ LeakCliques leak_cliques(const graph::CsrGraph &g, uint32_t first_block, uint32_
   return cliques_among(g, first_block, num_blocks, [](uint32_t) { return false; }, seen);
 }
 
-LeakCliques leak_cliques_unreached(const graph::CsrGraph &g, uint32_t first_block, uint32_t num_blocks,
-                                   std::span<const uint32_t> reached) {
-  if (reached.size() != g.num_nodes) throw std::invalid_argument("leak_cliques_unreached: reached has the wrong length");
-  std::vector<uint64_t> claimed((size_t(g.num_nodes) + 63) / 64, 0);
-  return cliques_among(g, first_block, num_blocks, [&](uint32_t v) { return reached[v] != UINT32_MAX; }, claimed);
+LeakCliques leak_cliques_unreached(const graph::DfsView &dfs, uint32_t first_block, uint32_t num_blocks) {
+  if (uint64_t(first_block) + num_blocks > dfs.num_nodes())
+    throw std::invalid_argument("leak_cliques_unreached: the blocks go past the graph's nodes");
+  std::vector<uint64_t> claimed((size_t(dfs.num_nodes()) + 63) / 64, 0);
+  return cliques_among(dfs, first_block, num_blocks, [&](uint32_t v) { return dfs.reached(v); }, claimed);
 }
 
 }  // namespace heapsnap::snapshot

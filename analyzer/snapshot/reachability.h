@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "graph/csr_graph.h"
+#include "graph/dominators.h"
 #include "snapshot/heap_snapshot.h"
 
 namespace heapsnap::snapshot {
@@ -43,9 +44,8 @@ struct LeakCliques {
   uint64_t unreachable = 0;      // unreachable block nodes
 };
 LeakCliques leak_cliques(const graph::CsrGraph &g, uint32_t first_block, uint32_t num_blocks, uint32_t root = 0);
-// The same cliques when the reachable nodes are known already: reached[v] != UINT32_MAX for
-// those (a DFS's preorder numbers, graph::LateNode). Reads the edges of unreached nodes only.
-LeakCliques leak_cliques_unreached(const graph::CsrGraph &g, uint32_t first_block, uint32_t num_blocks,
-                                   std::span<const uint32_t> reached);
+// The same cliques when the reachable nodes are known already: those the dominators' DFS has
+// entered (graph::LateNode). Reads the edges of unreached nodes only.
+LeakCliques leak_cliques_unreached(const graph::DfsView &dfs, uint32_t first_block, uint32_t num_blocks);
 
 }  // namespace heapsnap::snapshot

@@ -363,7 +363,7 @@ TEST_CASE("leak cliques from a given reached set equal those of leak_cliques' ow
         if (reached[t] == UINT32_MAX) reached[t] = 1, stack.push_back(t);
     }
     const snapshot::LeakCliques a = snapshot::leak_cliques(g, 1, blocks, 0);
-    const snapshot::LeakCliques b = snapshot::leak_cliques_unreached(g, 1, blocks, reached);
+    const snapshot::LeakCliques b = snapshot::leak_cliques_unreached(graph::DfsView::over(g, reached), 1, blocks);
     CHECK(a.leader == b.leader);
     CHECK(a.cycle == b.cycle);
     CHECK(a.unreachable == b.unreachable);

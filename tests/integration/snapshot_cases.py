@@ -558,6 +558,30 @@ def case_child_name(a):
     check("heapsnap-writer" not in names, "no child goes by the writer thread's name: %s" % names)
 
 
+def case_at_peak_early_scan(a):
+    """The kept at-peak child scans before the end once the heap has fallen below half of its
+    heap, so the program's exit does not wait for it: it has exited (a zombie) while the program
+    still runs, its snapshot is the peak's, whole, and the marker says when it was scanned."""
+    r, path = record(a, "at_peak_early_scan", [edges(a), "fall_and_stay"], ["--snapshot-at-peak"])
+    check(r.returncode == 0, "program exits 0 (%s)" % r.stderr)
+    check("scanned 1" in r.stdout, "the at-peak child scanned and exited while the heap stayed low: %s" % r.stdout.strip())
+    snaps = hsnap_json(a, "snapshots", "--json", path)["snapshots"]
+    check(len(snaps) == 1 and snaps[0]["trigger"] == "peak" and snaps[0]["complete"],
+          "one at-peak snapshot, complete: %s" % snaps)
+    peak = 40 * 250000
+    check(peak * 0.95 <= snaps[0]["bytes"] <= peak, "its heap, %d bytes, is the peak's (%d)" % (snaps[0]["bytes"], peak))
+    check(snaps[0]["blocks"] * 250000 == snaps[0]["bytes"], "the blocks of the peak in it, %d of them" % snaps[0]["blocks"])
+    u = hsnap_json(a, "unreachable", "--json", path)
+    check(u["reachable"]["bytes"] == snaps[0]["bytes"], "every block in it reachable from the global: %s" % u["reachable"])
+    t = run([a.heapsnap, "timeline", path]).stdout
+    m = re.search(r"heapsnap: at-peak snapshot kept: the heap at (\d+) B \(\d+ taken, 0 failed\); scanned from "
+                  r"[\d.]+ s, when the heap had fallen to (\d+) B", t)
+    check(m is not None, "the marker says it was scanned early: %s" % [l for l in t.splitlines() if "at-peak" in l])
+    check(int(m.group(2)) < int(m.group(1)) // 2, "the heap had fallen below half of the snapshot's: %s" % m.group(0))
+    left = [f for f in os.listdir(os.path.dirname(path)) if os.path.basename(path) + ".peak-" in f]
+    check(not left, "no temporary file left: %s" % left)
+
+
 def case_at_peak(a):
     """--snapshot-at-peak (issue 30.2): one at-peak snapshot, whose heap is within the percentage of
     the run's maximum, on a peak of a few milliseconds, on the highest of several peaks, and on a

@@ -29,6 +29,10 @@
 //   child_name    short_peak, then the names (comm) of the program's child processes, one
 //                 "child NAME" line each, once one is named heapsnap-snap (the kept at-peak
 //                 snapshot's child names itself as it starts; at most 60 s), or all of them then.
+//   fall_and_stay 40 blocks of 250,000 bytes held by a global, then 36 of them freed: the heap falls
+//                 to a tenth of its peak and stays there until a child named heapsnap-snap has
+//                 exited (a zombie: the kept at-peak child scanned before the end; at most 60 s),
+//                 printing "scanned 1" (or "scanned 0" when none did), then the rest are freed.
 //   peak_at_exit  100 blocks of 250,000 bytes held by a global until the end: the maximum is at exit.
 //   slow_growth   a 2 MB table from fixed_table at start, then 400 blocks of 100,000 bytes from
 //                 leak_slowly, all held by a global list: the heap grows steadily to 42 MB.
@@ -258,6 +262,49 @@ static int print_children(const char *want, int print) {
   }
   closedir(d);
   return found;
+}
+
+// The state (ps's S, R, Z...) of this process's child named `want`, or 0 if it has none.
+static char child_state(const char *want) {
+  char state = 0;
+  DIR *d = opendir("/proc");
+  if (!d) return 0;
+  struct dirent *e;
+  while ((e = readdir(d))) {
+    char path[300], buf[512], name[64], st;
+    int ppid;
+    if (e->d_name[0] < '1' || e->d_name[0] > '9') continue;
+    snprintf(path, sizeof(path), "/proc/%s/stat", e->d_name);
+    FILE *f = fopen(path, "r");
+    if (!f) continue;
+    size_t n = fread(buf, 1, sizeof(buf) - 1, f);
+    fclose(f);
+    buf[n] = 0;
+    char *close_paren = strrchr(buf, ')'), *open_paren = strchr(buf, '(');
+    if (!close_paren || !open_paren) continue;
+    if (sscanf(close_paren + 1, " %c %d", &st, &ppid) != 2 || ppid != getpid()) continue;
+    snprintf(name, sizeof(name), "%.*s", (int)(close_paren - open_paren - 1), open_paren + 1);
+    if (!strcmp(name, want)) state = st;
+  }
+  closedir(d);
+  return state;
+}
+
+static int fall_and_stay(void) {
+  static char *volatile held[40];
+  for (int i = 0; i < 40; i++) {
+    held[i] = malloc(250000);
+    memset(held[i], 1, 250000);
+  }
+  for (int i = 4; i < 40; i++) free(held[i]);
+  int scanned = 0;
+  for (int i = 0; i < 600 && !scanned; i++) {
+    scanned = child_state("heapsnap-snap") == 'Z';
+    if (!scanned) usleep(100000);
+  }
+  printf("scanned %d\n", scanned);
+  for (int i = 0; i < 4; i++) free(held[i]);
+  return 0;
 }
 
 static int child_name(void) {
@@ -553,6 +600,7 @@ int main(int argc, char **argv) {
   if (!strcmp(m, "peak_threads")) return peak_threads();
   if (!strcmp(m, "short_peak")) return short_peak();
   if (!strcmp(m, "child_name")) return child_name();
+  if (!strcmp(m, "fall_and_stay")) return fall_and_stay();
   if (!strcmp(m, "rss_burst")) return rss_burst();
   if (!strcmp(m, "rss_mapped")) return rss_mapped();
   if (!strcmp(m, "several_peaks")) return several_peaks();

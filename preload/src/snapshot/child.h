@@ -48,6 +48,14 @@ struct RunArgs {
   int go_fd;                   // >= 0: frozen; wait for a byte here before the scan (none: exit)
 };
 
+// What a frozen at-peak child is told when it is to scan (the whole message is one pipe write).
+struct GoMessage {
+  uint64_t pause;       // the program's pause for this fork, which the child cannot measure
+  uint32_t background;  // 1: the program runs on (the heap has fallen far below this snapshot's):
+                        // scan on one thread, leaving the other cores to the program
+  uint32_t unused;
+};
+
 // Runs in the child right after the fork; never returns (the exit status says how it ended).
 // Not inlined into the fork's caller: its frame would sit between the forking thread's stack
 // pointer and the program's frames, and a conservative scan of stale words there finds false roots.

@@ -65,19 +65,20 @@ void on_child_fault(int sig) {
 }
 
 // A frozen at-peak child: the image stays as it was at the fork until the program says scan (a
-// byte on the pipe) or kills it; if the program is gone (this child was reparented), it exits.
-// The go message is the program's pause for this fork (8 bytes, which the child cannot measure:
-// it may not run until long after the clone).
+// GoMessage on the pipe) or kills it; if the program is gone (this child was reparented), it
+// exits. Returns the program's pause for this fork (which the child cannot measure: it may not
+// run until long after the clone). A scan in the background runs on one thread.
 uint64_t wait_for_go(int fd, uint64_t program_pid) {
   for (;;) {
     struct pollfd p = {fd, POLLIN, 0};
     int r = poll(&p, 1, 1000);
     if (r > 0) {
-      uint64_t pause = 0;
-      ssize_t n = read(fd, &pause, sizeof(pause));
-      if (n == ssize_t(sizeof(pause))) {
+      GoMessage go{};
+      ssize_t n = read(fd, &go, sizeof(go));
+      if (n == ssize_t(sizeof(go))) {
         close(fd);
-        return pause;
+        if (go.background) config.snapshot_threads = 1;  // (this child's copy of the settings)
+        return go.pause;
       }
       if (n >= 0 || (errno != EINTR && errno != EAGAIN)) child_exit(0);
     }

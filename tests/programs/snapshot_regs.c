@@ -1,4 +1,4 @@
-// Threads for the register roots of mid-run heap snapshots (tests/integration/snapshot_cases.py).
+// Threads for the register roots of mid-run heap snapshots (tests/integration/register_cases.py).
 //
 // `snapshot_regs regs`: a 777-byte block whose only pointer is in register r12 of a thread
 // spinning in an asm loop (every memory copy cleared), and a 555-byte block whose only pointer is

@@ -42,7 +42,7 @@ int g_sig = 0;
 const char *g_sig_why = nullptr;  // why there is no signal (static)
 uint64_t g_timeout_ns = 50000000;
 // Tests only (HEAPSNAP_SNAPSHOT_REGS_SIGNAL_ALL=1): signal sleeping threads too, to exercise the
-// continuation of the system calls the signal interrupts (tests/integration/snapshot_cases.py).
+// continuation of the system calls the signal interrupts (tests/integration/register_cases.py).
 bool g_signal_all = false;
 uint32_t g_writer_tid = 0;
 struct sigaction g_ours;

@@ -129,11 +129,12 @@ def case_child_name(a):
 
 def case_at_peak_early_scan(a):
     """The kept at-peak child scans before the end once the heap has fallen below half of its
-    heap, so the program's exit does not wait for it: it has exited (a zombie) while the program
-    still runs, its snapshot is the peak's, whole, and the marker says when it was scanned."""
+    heap, so the program's exit does not wait for it: it has ended, and been waited for, while the
+    program still runs; its snapshot is the peak's, whole, and the marker says when it was scanned."""
     r, path = record(a, "at_peak_early_scan", [edges(a), "fall_and_stay"], ["--snapshot-at-peak"])
     check(r.returncode == 0, "program exits 0 (%s)" % r.stderr)
     check("scanned 1" in r.stdout, "the at-peak child scanned and exited while the heap stayed low: %s" % r.stdout.strip())
+    check("reaped 1" in r.stdout, "and was waited for then, not left a zombie until the end: %s" % r.stdout.strip())
     snaps = hsnap_json(a, "snapshots", "--json", path)["snapshots"]
     check(len(snaps) == 1 and snaps[0]["trigger"] == "peak" and snaps[0]["complete"],
           "one at-peak snapshot, complete: %s" % snaps)

@@ -30,9 +30,12 @@
 //                 "child NAME" line each, once one is named heapsnap-snap (the kept at-peak
 //                 snapshot's child names itself as it starts; at most 60 s), or all of them then.
 //   fall_and_stay 40 blocks of 250,000 bytes held by a global, then 36 of them freed: the heap falls
-//                 to a tenth of its peak and stays there until a child named heapsnap-snap has
-//                 exited (a zombie: the kept at-peak child scanned before the end; at most 60 s),
-//                 printing "scanned 1" (or "scanned 0" when none did), then the rest are freed.
+//                 to a tenth of its peak and stays there until the child named heapsnap-snap (the
+//                 kept at-peak one, forked at the fall) has ended, a zombie or waited for (it
+//                 scanned before the end; at most 60 s), printing "scanned 1" (or "scanned 0" when
+//                 it did not, "scanned -1" when there was none), then until it has been waited for
+//                 (gone from /proc: not left a zombie until the end; at most 60 s), printing
+//                 "reaped 1" (or 0), then the rest are freed.
 //   peak_at_exit  100 blocks of 250,000 bytes held by a global until the end: the maximum is at exit.
 //   slow_growth   a 2 MB table from fixed_table at start, then 400 blocks of 100,000 bytes from
 //                 leak_slowly, all held by a global list: the heap grows steadily to 42 MB.
@@ -297,12 +300,20 @@ static int fall_and_stay(void) {
     memset(held[i], 1, 250000);
   }
   for (int i = 4; i < 40; i++) free(held[i]);
-  int scanned = 0;
-  for (int i = 0; i < 600 && !scanned; i++) {
-    scanned = child_state("heapsnap-snap") == 'Z';
+  // The fork was made at the first free of the fall, which waited for it: the child is there.
+  int scanned = child_state("heapsnap-snap") ? 0 : -1;
+  for (int i = 0; i < 600 && scanned == 0; i++) {
+    const char st = child_state("heapsnap-snap");
+    scanned = st == 0 || st == 'Z';
     if (!scanned) usleep(100000);
   }
   printf("scanned %d\n", scanned);
+  int reaped = 0;
+  for (int i = 0; i < 600 && scanned == 1 && !reaped; i++) {
+    reaped = child_state("heapsnap-snap") == 0;
+    if (!reaped) usleep(100000);
+  }
+  printf("reaped %d\n", reaped);
   for (int i = 0; i < 4; i++) free(held[i]);
   return 0;
 }

@@ -103,6 +103,8 @@ struct Frozen {
   bool scanning = false;    // told to scan before the end (scan_kept_early)
   uint64_t scan_ns = 0;     // when (since the start)
   int64_t scan_heap = 0;    // the heap the writer saw then
+  bool reaped = false;      // scanned, ended, and waited for (reap_early_scan): its pid is free
+  bool reaped_ok = false;   // and its file is complete
   char path[4400] = {};
 };
 // constinit: the shim's constructor runs before this file's dynamic initializers would (a global
@@ -308,6 +310,7 @@ bool start(int trigger, const char *label) {
     g_frozen.pause = pause;
     g_frozen.index = index;
     g_frozen.scanning = false;
+    g_frozen.reaped = false;
     memcpy(g_frozen.path, peak_path, sizeof(peak_path));
     return true;
   }
@@ -407,7 +410,9 @@ bool send_go(Frozen &f, bool background) {
 bool end_frozen(Frozen &f, bool scan) {
   if (!f.pid) return false;
   bool ok = false;
-  if (scan && (f.scanning || send_go(f, false))) {
+  if (f.reaped) {  // (its pid may be another process's by now: neither killed nor waited for)
+    ok = scan && f.reaped_ok;
+  } else if (scan && (f.scanning || send_go(f, false))) {
     int status = 0;
     pid_t r;
     do r = waitpid(f.pid, &status, __WCLONE); while (r < 0 && errno == EINTR);
@@ -473,6 +478,19 @@ void scan_kept_early(uint64_t heap_bytes) {
   g_frozen.scanning = true;
   g_frozen.scan_ns = now_rel_ns();
   g_frozen.scan_heap = int64_t(heap_bytes);
+}
+
+// An early-scanned child is waited for as soon as it ends, at the writer's ticks, not at the
+// program's end: it is not left a zombie, which a program waiting for any child (__WALL) could
+// take, and whose pid a kill at the end could find reused.
+void reap_early_scan() {
+  if (!g_frozen.pid || !g_frozen.scanning || g_frozen.reaped) return;
+  int status = 0;
+  pid_t r;
+  do r = waitpid(g_frozen.pid, &status, __WCLONE | WNOHANG); while (r < 0 && errno == EINTR);
+  if (r == 0) return;  // still scanning
+  g_frozen.reaped = true;
+  g_frozen.reaped_ok = r == g_frozen.pid && WIFEXITED(status) && WEXITSTATUS(status) == child::kExitDone;
 }
 
 // The frozen child that the last fork replaced, killed (after the waiting thread was let go).
@@ -737,6 +755,7 @@ void writer_tick(uint64_t heap_bytes, uint64_t rss_bytes) {
   if (config.snapshot_peak_pct) set_fold_room(peak_fold_room(g_peak_next));
   maybe_start_peak(heap_bytes);  // a frozen child, beside any other
   serve_fall();
+  reap_early_scan();
   scan_kept_early(heap_bytes);
   if (g_growth_due) {
     // At the crossing, as the thread that crossed waits: after the running child, if any (a heap
